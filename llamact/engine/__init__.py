@@ -1,0 +1,7 @@
+"""The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
+
+from .engine import LlamaEngine
+from .generator import GenerationChunk, GenerationResult, StopReason, Timings
+from .params import GenerationParams, ModelParams
+
+__all__ = ["LlamaEngine", "GenerationChunk", "GenerationResult", "StopReason", "Timings", "GenerationParams", "ModelParams"]

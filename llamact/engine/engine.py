@@ -1,0 +1,152 @@
+"""LlamaEngine: one model with one context, the object applications hold."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import LlamaInferenceException, LlamaStateException
+from ..native.context import Context, ContextOptions
+from ..native.model import Model, ModelLoadOptions, ProgressCallback
+from ..native.sampler import SamplerChain
+from . import legacy_chat
+from .generator import GenerationChunk, GenerationResult, StopReason, generate
+from .params import GenerationParams, ModelParams
+from .sampling import sampler_specs
+
+
+class LlamaEngine:
+    """Loads a GGUF model and generates from it. Use as a context manager, or call ``close()``.
+
+    One generation runs at a time per engine (a second concurrent one raises LlamaStateException);
+    use one engine per thread for parallel work.
+    """
+
+    def __init__(self, model: Model, context: Context, params: ModelParams) -> None:
+        self.model = model
+        self.context = context
+        self.params = params
+        self._busy = threading.Lock()
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        params: ModelParams | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> LlamaEngine:
+        """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel."""
+        params = params or ModelParams()
+        model = Model(
+            path,
+            ModelLoadOptions(n_gpu_layers=params.n_gpu_layers, main_gpu=params.main_gpu, use_mmap=params.use_mmap),
+            progress=progress,
+        )
+        try:
+            from .. import build_info
+
+            gpu = params.n_gpu_layers != 0 and any(b != "cpu" for b in build_info()["backends"])
+            context = Context(
+                model,
+                ContextOptions(
+                    n_ctx=params.n_ctx,
+                    n_batch=params.n_batch,
+                    n_ubatch=params.n_ubatch,
+                    n_threads=params.n_threads or 0,
+                    n_threads_batch=params.n_threads_batch or 0,
+                    flash_attn=params.flash_attn,
+                ),
+                gpu_offload=gpu,
+            )
+        except BaseException:
+            model.close()
+            raise
+        return cls(model, context, params)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.model.closed
+
+    def close(self) -> None:
+        self.model.close()  # closes the context and samplers first
+
+    def __enter__(self) -> LlamaEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        return self.model.vocab.tokenize(text, add_special, parse_special)
+
+    def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
+        return self.model.vocab.detokenize(tokens, remove_special=False, unparse_special=render_special)
+
+    def get_metadata(self) -> dict[str, str]:
+        return self.model.metadata()
+
+    # -- generation --------------------------------------------------------------------------
+
+    def generate(
+        self, prompt: str | Sequence[int], params: GenerationParams | None = None
+    ) -> Iterator[GenerationChunk]:
+        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids)."""
+        params = params or GenerationParams()
+        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        if not self._busy.acquire(blocking=False):
+            raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        try:
+            sampler = SamplerChain(self.model, sampler_specs(params))
+        except BaseException:
+            self._busy.release()
+            raise
+        return self._run(tokens, params, sampler)
+
+    def _run(self, tokens: list[int], params: GenerationParams, sampler: SamplerChain) -> Iterator[GenerationChunk]:
+        try:
+            self.context.memory_clear()
+            yield from generate(
+                self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special
+            )
+        finally:
+            sampler.close()
+            self._busy.release()
+
+    def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
+        """Generate to the end and return the whole result."""
+        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        pieces: list[str] = []
+        out_tokens: list[int] = []
+        last: GenerationChunk | None = None
+        for chunk in self.generate(tokens, params):
+            pieces.append(chunk.text)
+            if chunk.token is not None:
+                out_tokens.append(chunk.token)
+            last = chunk
+        if last is None or last.stop_reason is None or last.timings is None:
+            raise LlamaInferenceException("generation ended without a final chunk")
+        return GenerationResult("".join(pieces), tokens, out_tokens, last.stop_reason, last.timings)
+
+    # -- chat (interim) ----------------------------------------------------------------------
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
+        """The prompt for ``messages`` via llama.cpp's built-in template formatter.
+
+        Interim: llamact's Jinja pipeline replaces this once it lands.
+        """
+        return legacy_chat.format_chat(self.model, messages, add_generation_prompt)
+
+    def chat(
+        self, messages: Sequence[Mapping[str, Any]], params: GenerationParams | None = None
+    ) -> Iterator[GenerationChunk]:
+        prompt = self.chat_prompt(messages)
+        return self.generate(self.tokenize(prompt, add_special=True, parse_special=True), params)
+
+
+__all__ = ["LlamaEngine", "StopReason"]

@@ -1,0 +1,184 @@
+"""The token loop: prompt in, text chunks out, with the reason generation stopped.
+
+Per generated token the loop makes four native calls (sample, is_eog, token_to_piece, decode)
+through prototypes looked up once, feeds the piece to the UTF-8 stream and the stop matcher, and
+yields a chunk. Nothing else happens per token: no re-tokenization, no logits copies, no string
+re-scanning beyond the stop strings' length.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import LlamaContextException, LlamaInferenceException
+from ..native import llama_h
+from ..native.context import Context
+from ..native.sampler import SamplerChain
+from .detokenizer import Utf8Stream
+from .stops import StopMatcher
+
+
+class StopReason(str, enum.Enum):
+    EOG = "eog"                    # the model produced an end-of-generation token
+    STOP_STRING = "stop_string"    # a requested stop string appeared (it is not in the text)
+    MAX_TOKENS = "max_tokens"      # the max_tokens budget was used up
+    CONTEXT_FULL = "context_full"  # no room left in the context
+    CANCELLED = "cancelled"        # the caller closed the stream or asked to stop
+
+    @property
+    def finish_reason(self) -> str:
+        """OpenAI's coarser name: "stop" or "length"."""
+        return "stop" if self in (StopReason.EOG, StopReason.STOP_STRING, StopReason.CANCELLED) else "length"
+
+
+@dataclass(frozen=True)
+class Timings:
+    n_prompt: int
+    n_generated: int
+    prompt_ms: float
+    decode_ms: float
+
+    @property
+    def prompt_tokens_per_s(self) -> float:
+        return self.n_prompt / (self.prompt_ms / 1000) if self.prompt_ms > 0 else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.n_generated / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    """One step of a stream: ``text`` may be "" (held back); the last chunk has ``stop_reason``."""
+
+    text: str
+    token: int | None = None
+    stop_reason: StopReason | None = None
+    timings: Timings | None = None
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.stop_reason.finish_reason if self.stop_reason else None
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    prompt_tokens: list[int]
+    tokens: list[int]
+    stop_reason: StopReason
+    timings: Timings
+    stop_string: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def generate(
+    context: Context,
+    sampler: SamplerChain,
+    prompt_tokens: Sequence[int],
+    max_tokens: int = 256,
+    stop: Sequence[str] = (),
+    render_special: bool = False,
+    n_past: int = 0,
+) -> Iterator[GenerationChunk]:
+    """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
+    generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
+    """
+    model = context.model
+    vocab = model.vocab
+    n_vocab = vocab.n_tokens
+    if not prompt_tokens:
+        raise LlamaInferenceException("the prompt is empty: give at least one token")
+    bad = next((t for t in prompt_tokens if not 0 <= t < n_vocab), None)
+    if bad is not None:
+        raise LlamaInferenceException(f"prompt token {bad} is outside the vocabulary (0..{n_vocab - 1})")
+    n_ctx = context.n_ctx
+    if n_past + len(prompt_tokens) > n_ctx:
+        raise LlamaContextException(
+            f"the prompt ({len(prompt_tokens)} tokens) does not fit the context ({n_ctx} tokens"
+            f"{f', {n_past} in use' if n_past else ''}); use a larger n_ctx or a shorter prompt",
+            {"n_prompt": len(prompt_tokens), "n_ctx": n_ctx, "n_past": n_past},
+        )
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < -1:
+        raise LlamaInferenceException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
+
+    lib = context._lib
+    ctx_ptr, vocab_ptr, chain_ptr = context.ptr, vocab.ptr, sampler.ptr
+    decode = lib.llama_decode
+    sample = lib.llama_sampler_sample
+    is_eog = lib.llama_vocab_is_eog
+    to_piece = lib.llama_token_to_piece
+    string_at = ctypes.string_at
+
+    # Prompt, in batches of at most n_batch tokens (upstream requires it).
+    t0 = time.perf_counter()
+    n_batch = context.n_batch
+    prompt = (llama_h.llama_token * len(prompt_tokens))(*prompt_tokens)
+    token_size = ctypes.sizeof(llama_h.llama_token)
+    base = ctypes.addressof(prompt)
+    for start in range(0, len(prompt_tokens), n_batch):
+        count = min(n_batch, len(prompt_tokens) - start)
+        chunk_ptr = ctypes.cast(base + start * token_size, ctypes.POINTER(llama_h.llama_token))
+        rc = decode(ctx_ptr, lib.llama_batch_get_one(chunk_ptr, count))
+        if rc != 0:
+            context._raise_decode_error(rc)
+    n_past += len(prompt_tokens)
+    t1 = time.perf_counter()
+    prompt_ms = (t1 - t0) * 1000
+
+    one = (llama_h.llama_token * 1)()
+    one_batch = lib.llama_batch_get_one(one, 1)
+    piece_buf = ctypes.create_string_buffer(256)
+    utf8 = Utf8Stream()
+    stops = StopMatcher(stop)
+    n_generated = 0
+    reason: StopReason | None = None
+    limit = max_tokens if max_tokens >= 0 else n_ctx
+
+    def timings() -> Timings:
+        return Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000)
+
+    try:
+        if limit == 0:
+            reason = StopReason.MAX_TOKENS
+        while reason is None:
+            token = sample(chain_ptr, ctx_ptr, -1)
+            if is_eog(vocab_ptr, token):
+                reason = StopReason.EOG
+                break
+            n = to_piece(vocab_ptr, token, piece_buf, 256, 0, render_special)
+            if n < 0:  # pieces over 256 bytes are rare; fetch it whole
+                big = ctypes.create_string_buffer(-n)
+                n = to_piece(vocab_ptr, token, big, -n, 0, render_special)
+                raw = string_at(big, n)
+            else:
+                raw = string_at(piece_buf, n)
+            n_generated += 1
+            text, stopped = stops.feed(utf8.feed(raw))
+            if stopped:
+                yield GenerationChunk(text, token)
+                reason = StopReason.STOP_STRING
+                break
+            yield GenerationChunk(text, token)
+            if n_generated >= limit:
+                reason = StopReason.MAX_TOKENS
+                break
+            if n_past >= n_ctx:
+                reason = StopReason.CONTEXT_FULL
+                break
+            one[0] = token
+            rc = decode(ctx_ptr, one_batch)
+            if rc != 0:
+                if rc == 1:
+                    reason = StopReason.CONTEXT_FULL
+                    break
+                context._raise_decode_error(rc)
+            n_past += 1
+    except GeneratorExit:
+        return
+    tail = "" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush()
+    yield GenerationChunk(tail, None, reason, timings())

@@ -1,0 +1,66 @@
+"""The values users pass: how to load a model (ModelParams) and how to generate (GenerationParams)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """How a model is loaded and its context sized.
+
+    ``n_ctx`` 0 takes the model's training context. ``n_threads`` None uses up to 4 cores.
+    ``n_gpu_layers`` -1 offloads all layers when the build has a GPU backend (no effect on CPU).
+    ``chat_template`` replaces the model's Jinja chat template for every request (None keeps it).
+    """
+
+    n_ctx: int = 4096
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_gpu_layers: int = -1
+    main_gpu: int = 0
+    use_mmap: bool = True
+    flash_attn: bool | None = None
+    chat_template: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampling and stopping, with llama.cpp's defaults and its sampler order.
+
+    ``greedy`` (or ``temperature`` <= 0) always takes the most likely token. ``max_tokens`` -1
+    generates until an end-of-generation token, a stop string, or a full context.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    typical_p: float = 1.0
+    top_n_sigma: float = -1.0
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    dynatemp_range: float = 0.0
+    dynatemp_exponent: float = 1.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    mirostat: int = 0
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    min_keep: int = 0
+    seed: int | None = None
+    greedy: bool = False
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    grammar: str | None = None
+    stop: tuple[str, ...] = ()
+    render_special: bool = False

@@ -1,0 +1,88 @@
+"""Finding and loading the native libraries that the build installed next to the package.
+
+``llamact/_lib`` holds libllama and ggml (installed there by CMake with an ``$ORIGIN`` rpath);
+``LLAMACT_LIB_DIR`` points elsewhere (a development build). Loading happens once per process, on
+first use; the backend is initialised then and freed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import LlamaUnsupportedException
+from . import llama_h
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _shared_name(stem: str) -> str:
+    if sys.platform == "darwin":
+        return f"lib{stem}.dylib"
+    if sys.platform == "win32":
+        return f"{stem}.dll"
+    return f"lib{stem}.so"
+
+
+def library_dir() -> Path:
+    override = os.environ.get("LLAMACT_LIB_DIR")
+    return Path(override).expanduser() if override else _PACKAGE_DIR / "_lib"
+
+
+class NativeLibrary:
+    """The loaded libllama (``llama``) and libggml (``ggml``), with prototypes bound."""
+
+    def __init__(self, directory: Path) -> None:
+        llama_path = directory / _shared_name("llama")
+        if not llama_path.exists():
+            raise LlamaUnsupportedException(
+                f"llamact's native library is missing ({llama_path}). The package was installed "
+                "without its compiled part: reinstall with `pip install .` from a source tree "
+                "(which builds llama.cpp), or set LLAMACT_LIB_DIR to a folder holding libllama.",
+                {"path": str(llama_path)},
+            )
+        mode = getattr(os, "RTLD_GLOBAL", 0)
+        try:
+            self.ggml_base = ctypes.CDLL(str(directory / _shared_name("ggml-base")), mode=mode)
+            self.ggml = ctypes.CDLL(str(directory / _shared_name("ggml")), mode=mode)
+            self.llama = ctypes.CDLL(str(llama_path), mode=mode)
+        except OSError as exc:
+            raise LlamaUnsupportedException(
+                f"cannot load llamact's native library from {directory}: {exc}",
+                {"path": str(directory)},
+            ) from exc
+        self.directory = directory
+        missing = llama_h.bind(self.llama, llama_h.FUNCTIONS)
+        if missing:
+            raise LlamaUnsupportedException(
+                f"libllama at {llama_path} lacks {len(missing)} expected functions "
+                f"(e.g. {', '.join(missing[:5])}); it is not the pinned llama.cpp build",
+                {"missing": missing},
+            )
+        # dlsym on libggml also searches its dependency ggml-base, where the device API lives.
+        self.ggml_missing = llama_h.bind(self.ggml, llama_h.GGML_FUNCTIONS)
+
+
+_lock = threading.Lock()
+_instance: NativeLibrary | None = None
+
+
+def native() -> NativeLibrary:
+    """The process-wide native library, loaded and initialised on first call."""
+    global _instance
+    if _instance is not None:
+        return _instance
+    with _lock:
+        if _instance is None:
+            lib = NativeLibrary(library_dir())
+            from .log import install_log_router
+
+            install_log_router(lib)
+            lib.llama.llama_backend_init()
+            atexit.register(lib.llama.llama_backend_free)
+            _instance = lib
+    return _instance

@@ -1,0 +1,83 @@
+"""Routing llama.cpp / ggml log output into Python's ``logging``.
+
+Native code logs through one callback (``llama_log_set``). Lines go to the ``llamact.native``
+logger at the matching level; ``GGML_LOG_LEVEL_CONT`` pieces continue the previous line. The
+most recent warning and error lines are also kept, so an exception raised after a failed native
+call can quote the reason upstream gave (e.g. why a GGUF file was rejected).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from . import llama_h
+
+if TYPE_CHECKING:
+    from ._library import NativeLibrary
+
+logger = logging.getLogger("llamact.native")
+
+_LEVELS = {
+    llama_h.GgmlLogLevel.DEBUG: logging.DEBUG,
+    llama_h.GgmlLogLevel.INFO: logging.INFO,
+    llama_h.GgmlLogLevel.WARN: logging.WARNING,
+    llama_h.GgmlLogLevel.ERROR: logging.ERROR,
+}
+
+_recent: collections.deque[tuple[int, str]] = collections.deque(maxlen=64)
+_counter = 0
+_pending_level = logging.INFO
+_pending = ""
+_lock = threading.Lock()
+
+
+def _emit(level: int, line: str) -> None:
+    global _counter
+    if level >= logging.WARNING:
+        _counter += 1
+        _recent.append((_counter, line))
+    if logger.isEnabledFor(level):
+        logger.log(level, "%s", line)
+
+
+def _on_log(level: int, text: bytes | None, _user: object) -> None:
+    global _pending, _pending_level
+    if not text:
+        return
+    piece = text.decode("utf-8", errors="replace")
+    with _lock:
+        if level != llama_h.GgmlLogLevel.CONT:
+            if _pending:
+                _emit(_pending_level, _pending)
+                _pending = ""
+            _pending_level = _LEVELS.get(level, logging.INFO)  # type: ignore[call-overload]
+        _pending += piece
+        while "\n" in _pending:
+            line, _pending = _pending.split("\n", 1)
+            if line:
+                _emit(_pending_level, line)
+
+
+# Kept referenced for the life of the process: native code holds the pointer.
+_callback = llama_h.ggml_log_callback(_on_log)
+
+
+def install_log_router(lib: NativeLibrary) -> None:
+    lib.llama.llama_log_set(_callback, None)
+
+
+def mark() -> int:
+    """A position in the warning/error stream; pass it to :func:`problems_since`."""
+    return _counter
+
+
+def problems_since(position: int) -> list[str]:
+    """Warning and error lines native code logged after ``position``."""
+    with _lock:
+        lines = [line for count, line in _recent if count > position]
+        if _pending and _pending_level >= logging.WARNING:
+            lines.append(_pending)
+    return lines
