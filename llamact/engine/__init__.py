@@ -4,4 +4,12 @@ from .engine import LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
 
-__all__ = ["LlamaEngine", "GenerationChunk", "GenerationResult", "StopReason", "Timings", "GenerationParams", "ModelParams"]
+__all__ = [
+    "LlamaEngine",
+    "GenerationChunk",
+    "GenerationResult",
+    "StopReason",
+    "Timings",
+    "GenerationParams",
+    "ModelParams",
+]

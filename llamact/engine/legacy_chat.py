@@ -36,7 +36,7 @@ def format_chat(model: Model, messages: Sequence[Mapping[str, Any]], add_generat
         chat[i].role = role
         chat[i].content = content
     lib = model._lib
-    model.ptr  # refuse after close
+    model.check_open()
     tmpl = template.encode()
     size = 2 * sum(len(r) + len(c) for r, c in encoded) + 256
     buf = ctypes.create_string_buffer(size)

@@ -7,7 +7,9 @@ from ..native import sampler as s
 from .params import GenerationParams
 
 
-def sampler_specs(p: GenerationParams, dry_seq_breakers: tuple[str, ...] = ("\n", ":", '"', "*")) -> list[s.SamplerSpec]:
+def sampler_specs(
+    p: GenerationParams, dry_seq_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
+) -> list[s.SamplerSpec]:
     """Grammar and logit bias first, then penalties, DRY, top-n-sigma, top-k, typical, top-p,
     min-p, XTC, temperature, and finally the selecting sampler (dist, mirostat or greedy)."""
     specs: list[s.SamplerSpec] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import LlamaStateException
 
@@ -43,6 +44,10 @@ class NativeHandle:
                 {"kind": self._kind},
             )
         return ptr
+
+    def check_open(self) -> None:
+        """Raise LlamaStateException if this handle was closed."""
+        self.ptr  # noqa: B018 - the property raises when closed
 
     def close(self) -> None:
         for dependent in list(self._dependents):

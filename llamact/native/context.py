@@ -272,15 +272,15 @@ class Batch(NativeHandle):
 
     @property
     def n_tokens(self) -> int:
-        self.ptr
+        self.check_open()
         return int(self.struct.n_tokens)
 
     def clear(self) -> None:
-        self.ptr
+        self.check_open()
         self.struct.n_tokens = 0
 
     def add(self, token: int, pos: int, seq_ids: Sequence[int] = (0,), logits: bool = False) -> None:
-        self.ptr
+        self.check_open()
         i = self.struct.n_tokens
         if i >= self.capacity:
             raise LlamaInferenceException(f"batch is full ({self.capacity} tokens)", {"capacity": self.capacity})
@@ -297,7 +297,7 @@ class Batch(NativeHandle):
 
     def set_sequence(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = True) -> None:
         """Fill with consecutive tokens of one sequence; only the last one outputs logits by default."""
-        self.ptr
+        self.check_open()
         n = len(tokens)
         if n > self.capacity:
             raise LlamaInferenceException(f"{n} tokens exceed the batch capacity {self.capacity}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -169,11 +170,10 @@ class Model(NativeHandle):
         """Every GGUF key/value as llama.cpp renders it (scalars as text, arrays abbreviated)."""
         ptr = self.ptr
         out: dict[str, str] = {}
-        for i in range(int(self._lib.llama_model_meta_count(ptr))):
-            key = _read_c_string(lambda b, n, i=i: self._lib.llama_model_meta_key_by_index(ptr, i, b, n))
-            value = _read_c_string(
-                lambda b, n, i=i: self._lib.llama_model_meta_val_str_by_index(ptr, i, b, n), 4096
-            )
+        lib = self._lib
+        for i in range(int(lib.llama_model_meta_count(ptr))):
+            key = _read_c_string(functools.partial(lib.llama_model_meta_key_by_index, ptr, i))
+            value = _read_c_string(functools.partial(lib.llama_model_meta_val_str_by_index, ptr, i), 4096)
             if key is not None and value is not None:
                 out[key] = value
         return out
@@ -199,7 +199,7 @@ class Vocab:
 
     @property
     def ptr(self) -> int:
-        self._model.ptr  # raises once the model is closed
+        self._model.check_open()
         return int(self._ptr_cache)
 
     @property
