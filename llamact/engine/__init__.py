@@ -1,11 +1,12 @@
 """The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
 
-from .engine import LlamaEngine
+from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
 
 __all__ = [
     "LlamaEngine",
+    "GenerationStream",
     "GenerationChunk",
     "GenerationResult",
     "StopReason",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import LlamaInferenceException, LlamaStateException
@@ -15,6 +15,49 @@ from . import legacy_chat
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
 from .sampling import sampler_specs
+
+
+class GenerationStream:
+    """An iterator of GenerationChunk that releases its engine exactly once: at the end, on
+    ``close()``, on leaving a ``with`` block, or when garbage-collected unfinished."""
+
+    def __init__(self, chunks: Iterator[GenerationChunk], release: Callable[[], None]) -> None:
+        self._chunks = chunks
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> GenerationStream:
+        return self
+
+    def __next__(self) -> GenerationChunk:
+        if self._release is None:
+            raise StopIteration
+        try:
+            return next(self._chunks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            try:
+                close = getattr(self._chunks, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                release()
+
+    def __enter__(self) -> GenerationStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class LlamaEngine:
@@ -93,10 +136,12 @@ class LlamaEngine:
 
     # -- generation --------------------------------------------------------------------------
 
-    def generate(
-        self, prompt: str | Sequence[int], params: GenerationParams | None = None
-    ) -> Iterator[GenerationChunk]:
-        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids)."""
+    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
+        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids).
+
+        The engine is reserved from this call until the stream ends or is closed; a stream that
+        is dropped unfinished releases it when collected.
+        """
         params = params or GenerationParams()
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         if not self._busy.acquire(blocking=False):
@@ -106,17 +151,16 @@ class LlamaEngine:
         except BaseException:
             self._busy.release()
             raise
-        return self._run(tokens, params, sampler)
 
-    def _run(self, tokens: list[int], params: GenerationParams, sampler: SamplerChain) -> Iterator[GenerationChunk]:
-        try:
-            self.context.memory_clear()
-            yield from generate(
-                self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special
-            )
-        finally:
+        def release() -> None:
             sampler.close()
             self._busy.release()
+
+        return GenerationStream(self._run(tokens, params, sampler), release)
+
+    def _run(self, tokens: list[int], params: GenerationParams, sampler: SamplerChain) -> Iterator[GenerationChunk]:
+        self.context.memory_clear()
+        yield from generate(self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special)
 
     def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
         """Generate to the end and return the whole result."""
@@ -144,7 +188,7 @@ class LlamaEngine:
 
     def chat(
         self, messages: Sequence[Mapping[str, Any]], params: GenerationParams | None = None
-    ) -> Iterator[GenerationChunk]:
+    ) -> GenerationStream:
         prompt = self.chat_prompt(messages)
         return self.generate(self.tokenize(prompt, add_special=True, parse_special=True), params)
 

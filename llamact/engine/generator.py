@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import LlamaContextException, LlamaInferenceException
+from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native import llama_h
 from ..native.context import Context
 from ..native.sampler import SamplerChain
@@ -146,6 +146,8 @@ def generate(
         if limit == 0:
             reason = StopReason.MAX_TOKENS
         while reason is None:
+            if context._ptr is None or sampler._ptr is None:  # closed between two tokens
+                raise LlamaStateException("the engine was closed while generating; the stream cannot continue")
             token = sample(chain_ptr, ctx_ptr, -1)
             if is_eog(vocab_ptr, token):
                 reason = StopReason.EOG
