@@ -156,11 +156,16 @@ class LlamaEngine:
             sampler.close()
             self._busy.release()
 
-        return GenerationStream(self._run(tokens, params, sampler), release)
+        try:
+            loop = generate(self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special)
+        except BaseException:
+            release()
+            raise
+        return GenerationStream(self._fresh_context_then(loop), release)
 
-    def _run(self, tokens: list[int], params: GenerationParams, sampler: SamplerChain) -> Iterator[GenerationChunk]:
-        self.context.memory_clear()
-        yield from generate(self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special)
+    def _fresh_context_then(self, loop: Iterator[GenerationChunk]) -> Iterator[GenerationChunk]:
+        self.context.memory_clear()  # each generation starts from an empty KV cache
+        yield from loop
 
     def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
         """Generate to the end and return the whole result."""
@@ -175,7 +180,9 @@ class LlamaEngine:
             last = chunk
         if last is None or last.stop_reason is None or last.timings is None:
             raise LlamaInferenceException("generation ended without a final chunk")
-        return GenerationResult("".join(pieces), tokens, out_tokens, last.stop_reason, last.timings)
+        return GenerationResult(
+            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string
+        )
 
     # -- chat (interim) ----------------------------------------------------------------------
 

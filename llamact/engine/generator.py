@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native import llama_h
+from ..native._library import native
 from ..native.context import Context
+from ..native.llama_h import LLAMA_TOKEN_NULL
 from ..native.sampler import SamplerChain
+from ..native.shim import DECODE_EXCEPTION, ErrorBuffer
 from .detokenizer import Utf8Stream
 from .stops import StopMatcher
 
@@ -59,6 +62,7 @@ class GenerationChunk:
     token: int | None = None
     stop_reason: StopReason | None = None
     timings: Timings | None = None
+    stop_string: str | None = None  # the stop string that ended generation (final chunk only)
 
     @property
     def finish_reason(self) -> str | None:
@@ -88,9 +92,7 @@ def generate(
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
     """
-    model = context.model
-    vocab = model.vocab
-    n_vocab = vocab.n_tokens
+    n_vocab = context.model.vocab.n_tokens
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
     bad = next((t for t in prompt_tokens if not 0 <= t < n_vocab), None)
@@ -106,13 +108,33 @@ def generate(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < -1:
         raise LlamaInferenceException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
 
-    lib = context._lib
-    ctx_ptr, vocab_ptr, chain_ptr = context.ptr, vocab.ptr, sampler.ptr
-    decode = lib.llama_decode
-    sample = lib.llama_sampler_sample
+    return _token_loop(context, sampler, list(prompt_tokens), max_tokens, stop, render_special, n_past)
+
+
+def _token_loop(
+    context: Context,
+    sampler: SamplerChain,
+    prompt_tokens: list[int],
+    max_tokens: int,
+    stop: Sequence[str],
+    render_special: bool,
+    n_past: int,
+) -> Iterator[GenerationChunk]:
+    lib, shim_lib = context._lib, native().shim
+    ctx_ptr, vocab_ptr, chain_ptr = context.ptr, context.model.vocab.ptr, sampler.ptr
+    n_ctx = context.n_ctx
+    err = ErrorBuffer()
+    err_args = err.args
+    decode = shim_lib.llamact_decode
+    sample = shim_lib.llamact_sampler_sample
     is_eog = lib.llama_vocab_is_eog
     to_piece = lib.llama_token_to_piece
     string_at = ctypes.string_at
+
+    def check_decode(rc: int) -> None:
+        if rc == DECODE_EXCEPTION:
+            raise LlamaInferenceException(f"llama_decode failed inside llama.cpp: {err.message}")
+        context._raise_decode_error(rc)
 
     # Prompt, in batches of at most n_batch tokens (upstream requires it).
     t0 = time.perf_counter()
@@ -123,9 +145,9 @@ def generate(
     for start in range(0, len(prompt_tokens), n_batch):
         count = min(n_batch, len(prompt_tokens) - start)
         chunk_ptr = ctypes.cast(base + start * token_size, ctypes.POINTER(llama_h.llama_token))
-        rc = decode(ctx_ptr, lib.llama_batch_get_one(chunk_ptr, count))
+        rc = decode(ctx_ptr, lib.llama_batch_get_one(chunk_ptr, count), *err_args)
         if rc != 0:
-            context._raise_decode_error(rc)
+            check_decode(rc)
     n_past += len(prompt_tokens)
     t1 = time.perf_counter()
     prompt_ms = (t1 - t0) * 1000
@@ -139,16 +161,16 @@ def generate(
     reason: StopReason | None = None
     limit = max_tokens if max_tokens >= 0 else n_ctx
 
-    def timings() -> Timings:
-        return Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000)
+    def closed() -> bool:
+        return context._ptr is None or sampler._ptr is None
 
     try:
         if limit == 0:
             reason = StopReason.MAX_TOKENS
         while reason is None:
-            if context._ptr is None or sampler._ptr is None:  # closed between two tokens
-                raise LlamaStateException("the engine was closed while generating; the stream cannot continue")
-            token = sample(chain_ptr, ctx_ptr, -1)
+            token = sample(chain_ptr, ctx_ptr, -1, *err_args)
+            if token == LLAMA_TOKEN_NULL:
+                raise sampler.abandon("sampling", err.message)
             if is_eog(vocab_ptr, token):
                 reason = StopReason.EOG
                 break
@@ -172,15 +194,20 @@ def generate(
             if n_past >= n_ctx:
                 reason = StopReason.CONTEXT_FULL
                 break
+            if closed():  # the consumer closed the engine while holding this stream
+                raise LlamaStateException("the engine was closed while generating; the stream cannot continue")
             one[0] = token
-            rc = decode(ctx_ptr, one_batch)
+            rc = decode(ctx_ptr, one_batch, *err_args)
             if rc != 0:
                 if rc == 1:
                     reason = StopReason.CONTEXT_FULL
                     break
-                context._raise_decode_error(rc)
+                check_decode(rc)
             n_past += 1
     except GeneratorExit:
         return
     tail = "" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush()
-    yield GenerationChunk(tail, None, reason, timings())
+    yield GenerationChunk(
+        tail, None, reason, Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000),
+        stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
+    )

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from ..errors import LlamaUnsupportedException
-from . import llama_h
+from . import llama_h, shim
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -56,6 +56,16 @@ class NativeLibrary:
                 {"path": str(directory)},
             ) from exc
         self.directory = directory
+        try:
+            self.shim = ctypes.CDLL(str(directory / _shared_name("llamact-shim")), mode=mode)
+        except OSError as exc:
+            raise LlamaUnsupportedException(
+                f"cannot load llamact's shim library from {directory}: {exc}; reinstall llamact",
+                {"path": str(directory)},
+            ) from exc
+        shim_missing = llama_h.bind(self.shim, shim.SHIM_FUNCTIONS)
+        if shim_missing:
+            raise LlamaUnsupportedException(f"libllamact-shim lacks {', '.join(shim_missing)}; reinstall llamact")
         missing = llama_h.bind(self.llama, llama_h.FUNCTIONS)
         if missing:
             raise LlamaUnsupportedException(

@@ -55,6 +55,43 @@ def _kv_cache_estimate(model: Model, n_ctx: int, n_seq: int) -> int:
     return n_ctx * n_layer * 2 * n_head_kv * head_dim * 2
 
 
+_SESSION_MAGIC = 0x6767736E  # 'ggsn'
+_SESSION_VERSION = 10
+_MAX_ARCH_NAME = 256
+
+
+def _state_prefix_problem(head: bytes, available: int) -> str | None:
+    """A saved state starts with the architecture name: a u32 length, then its bytes. llama.cpp
+    allocates (and clears) that length before checking it against the data, so garbage can make
+    it take 4 GiB; refuse such a prefix here. None when the prefix is plausible (or too short for
+    llama.cpp to get that far: it reports that itself)."""
+    if len(head) < 4:
+        return None
+    n = int.from_bytes(head[:4], "little")
+    if n > _MAX_ARCH_NAME or n > available - 4:
+        return f"it does not start with a model architecture name (length field {n}); was it saved by llamact?"
+    return None
+
+
+def _state_file_problem(path: str | os.PathLike[str], capacity: int) -> str | None:
+    """Check a session file's state prefix (see above) where llama.cpp would read it."""
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(12)
+            if len(header) < 12:
+                return None
+            magic, version, n_tokens = (int.from_bytes(header[i : i + 4], "little") for i in (0, 4, 8))
+            if magic != _SESSION_MAGIC or version != _SESSION_VERSION or n_tokens > capacity:
+                return None  # llama.cpp rejects these with a clear message
+            offset = 12 + 4 * n_tokens
+            fh.seek(offset)
+            head = fh.read(4)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None  # llama.cpp reports why it cannot open the file
+    return _state_prefix_problem(head, size - offset)
+
+
 class Context(NativeHandle):
     """An inference context. Closing the model closes it first."""
 
@@ -215,13 +252,19 @@ class Context(NativeHandle):
         return bytes(buf[:written])
 
     def load_state_bytes(self, data: bytes) -> None:
+        self.check_open()
+        bad = _state_prefix_problem(bytes(data[:4]), len(data))
+        if bad:
+            raise LlamaStateException(f"these bytes are not a saved llama.cpp state: {bad}", {"size": len(data)})
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         position = log.mark()
         read = int(self._lib.llama_state_set_data(self.ptr, buf, len(data)))
         if read == 0 or read != len(data):
+            reasons = log.problems_since(position)
             raise LlamaStateException(
-                "the saved state does not fit this context (different model or context size?)",
-                {"native_log": log.problems_since(position)},
+                "the saved state does not fit this context (different model or context size?)"
+                + (f": {'; '.join(reasons)}" if reasons else ""),
+                {"native_log": reasons},
             )
 
     def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
@@ -232,6 +275,9 @@ class Context(NativeHandle):
     def load_state(self, path: str | os.PathLike[str], capacity: int | None = None) -> list[int]:
         """Restore a state saved with :meth:`save_state`; returns the tokens saved with it."""
         capacity = capacity or self.n_ctx
+        bad = _state_file_problem(path, capacity)
+        if bad:
+            raise LlamaStateException(f"could not load a state from {path}: {bad}", {"path": str(path)})
         arr = (llama_h.llama_token * capacity)()
         count = ctypes.c_size_t(0)
         position = log.mark()

@@ -65,6 +65,15 @@ def _read_c_string(call: Callable[[ctypes.Array[ctypes.c_char], int], int], size
     return buf.raw[:n].decode("utf-8", errors="replace")
 
 
+def _load_failure_reason(reasons: list[str]) -> str:
+    """The informative lines of a failed load. llama.cpp ends every failure with generic lines
+    ("failed to load model"); the specific cause (bad version, tensor out of bounds, ...) precedes them."""
+    specific = [line.strip() for line in reasons if "failed to load model" not in line]
+    if specific:
+        return "; ".join(specific)
+    return reasons[-1].strip() if reasons else "llama.cpp gave no reason"
+
+
 class Model(NativeHandle):
     """A loaded model. Free with ``close()`` or a ``with`` block; closing also closes its contexts."""
 
@@ -119,7 +128,7 @@ class Model(NativeHandle):
                     f"loading {self.path} was cancelled by the progress callback", {"path": str(self.path)}
                 )
             reasons = log.problems_since(position)
-            reason = reasons[-1] if reasons else "llama.cpp gave no reason"
+            reason = _load_failure_reason(reasons)
             raise LlamaModelException(
                 f"llama.cpp could not load {self.path}: {reason}. The file may be truncated or "
                 "corrupt (compare its size and checksum with the source), or use an architecture "
@@ -262,7 +271,14 @@ class Vocab:
     def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Text -> token ids. ``add_special`` adds BOS/EOS as the model asks; ``parse_special``
         turns special-token text such as ``<|im_start|>`` into its token."""
-        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        try:
+            raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        except UnicodeEncodeError as exc:
+            raise LlamaInferenceException(
+                f"the text cannot be tokenized: it holds {text[exc.start:exc.end]!r} at position {exc.start}, "
+                "a lone surrogate that is not Unicode text (decode input bytes with errors='replace')",
+                {"position": exc.start},
+            ) from exc
         if len(raw) > 2**31 - 16:
             raise LlamaInferenceException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
         capacity = len(raw) + 8

@@ -7,17 +7,23 @@ native chain, which owns and frees its samplers. Sampling itself (``sample``) st
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
-from collections.abc import Mapping, Sequence
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import LlamaInferenceException
 from . import llama_h, log
 from ._handle import NativeHandle
+from ._library import native
 from .context import Context
 from .model import Model
+from .shim import ErrorBuffer
 
 _U32 = 2**32 - 1
 
@@ -323,14 +329,64 @@ class Grammar(SamplerSpec):
                 raise _bad(self, "trigger_tokens", tok, f"token ids must be in [0, {vocab_size})")
 
     def build(self, lib: Any, vocab: int) -> int:
+        # Through the shim: llama.cpp throws C++ exceptions here (std::regex_error for a trigger
+        # pattern libstdc++ rejects), which would otherwise terminate the process.
+        shim_lib = native().shim
+        err = ErrorBuffer()
         if not self.lazy:
-            return lib.llama_sampler_init_grammar(vocab, self.grammar.encode(), self.root.encode())
-        patterns = (ctypes.c_char_p * len(self.trigger_patterns))(*(p.encode() for p in self.trigger_patterns))
-        tokens = (llama_h.llama_token * len(self.trigger_tokens))(*self.trigger_tokens)
-        return lib.llama_sampler_init_grammar_lazy_patterns(
-            vocab, self.grammar.encode(), self.root.encode(),
-            patterns, len(self.trigger_patterns), tokens, len(self.trigger_tokens),
-        )
+            ptr = shim_lib.llamact_sampler_init_grammar(vocab, self.grammar.encode(), self.root.encode(), *err.args)
+        else:
+            patterns = (ctypes.c_char_p * len(self.trigger_patterns))(*(p.encode() for p in self.trigger_patterns))
+            tokens = (llama_h.llama_token * len(self.trigger_tokens))(*self.trigger_tokens)
+            ptr = shim_lib.llamact_sampler_init_grammar_lazy_patterns(
+                vocab, self.grammar.encode(), self.root.encode(),
+                patterns, len(self.trigger_patterns), tokens, len(self.trigger_tokens), *err.args,
+            )
+        if not ptr and err.message:
+            raise LlamaInferenceException(
+                f"llama.cpp rejected the Grammar sampler: {err.message}"
+                + (" (check the trigger patterns: they are ECMAScript regular expressions)" if self.lazy else ""),
+                {"sampler": "Grammar", "native_error": err.message},
+            )
+        return int(ptr or 0)
+
+
+@contextlib.contextmanager
+def _native_stderr(enabled: bool) -> Iterator[list[str]]:
+    """Collect what native code prints to file descriptor 2 during the block, then pass it on
+    unchanged. llama.cpp prints why a GBNF grammar does not parse with ``fprintf(stderr)``, not
+    through its log callback; this is how that reason reaches the exception."""
+    printed: list[str] = []
+    saved = -1
+    if enabled:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError, AttributeError):
+            saved = -1
+    if saved < 0:
+        yield printed
+        return
+    with tempfile.TemporaryFile() as sink:
+        try:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield printed
+            finally:
+                os.dup2(saved, 2)
+        finally:
+            os.close(saved)
+        sink.seek(0)
+        data = sink.read()
+    if data:
+        printed.append(data.decode("utf-8", errors="replace"))
+        with contextlib.suppress(OSError):
+            while data:
+                data = data[os.write(2, data):]
+
+
+def _grammar_parse_errors(printed: list[str]) -> list[str]:
+    return [line.strip() for text in printed for line in text.splitlines() if "error parsing grammar" in line]
 
 
 class SamplerChain(NativeHandle):
@@ -355,26 +411,82 @@ class SamplerChain(NativeHandle):
         self._lib = lib
         self.model = model
         self.specs = tuple(specs)
+        self._n_vocab = n_vocab
+        self._shim = native().shim
+        self._err = ErrorBuffer()
+        self._grammars: list[int] = []  # the chain's grammar samplers, checked by accept()
         model._adopt(self)  # grammar samplers point into the vocabulary
         for spec in specs:
             position = log.mark()
-            smpl = spec.build(lib, vocab.ptr)
+            try:
+                with _native_stderr(isinstance(spec, Grammar)) as printed:
+                    smpl = spec.build(lib, vocab.ptr)
+            except BaseException:
+                self.close()
+                raise
             if not smpl:
                 self.close()
-                reasons = log.problems_since(position)
+                reasons = _grammar_parse_errors(printed) + log.problems_since(position)
                 raise LlamaInferenceException(
                     f"llama.cpp rejected the {type(spec).__name__} sampler: "
                     f"{'; '.join(reasons) if reasons else 'no reason given'}",
                     {"sampler": type(spec).__name__, "native_log": reasons},
                 )
             lib.llama_sampler_chain_add(chain, smpl)
+            if isinstance(spec, Grammar):
+                self._grammars.append(smpl)
 
     def sample(self, context: Context, index: int = -1) -> int:
         """Sample (and accept) the next token from ``context``'s logits at output ``index``."""
-        return int(self._lib.llama_sampler_sample(self.ptr, context.ptr, index))
+        chain, ctx = self.ptr, context.ptr
+        position = log.mark()
+        if not self._lib.llama_get_logits_ith(ctx, index):  # llama.cpp asserts (aborts) on this
+            reasons = log.problems_since(position)
+            raise LlamaInferenceException(
+                f"no logits to sample from at output {index}: decode a batch that requests logits "
+                f"for that token first ({'; '.join(reasons) or 'no reason given'})",
+                {"index": index, "native_log": reasons},
+            )
+        token = int(self._shim.llamact_sampler_sample(chain, ctx, index, *self._err.args))
+        if token == llama_h.LLAMA_TOKEN_NULL:
+            raise self.abandon("sampling", self._err.message)
+        return token
+
+    def abandon(self, what: str, message: str) -> LlamaInferenceException:
+        """A C++ exception escaped the sampler: its state is undefined now, so close the chain and
+        return the exception to raise."""
+        self.close()
+        return LlamaInferenceException(
+            f"{what} failed inside llama.cpp: {message or 'unknown error'}; the sampler chain was closed",
+            {"native_error": message},
+        )
 
     def accept(self, token: int) -> None:
-        self._lib.llama_sampler_accept(self.ptr, token)
+        """Record ``token`` as generated (``sample`` already does for the tokens it returns).
+
+        llama.cpp aborts the process on a token outside the vocabulary, or one a grammar does not
+        allow at this point; both raise LlamaInferenceException here instead. A C++ exception inside
+        llama.cpp (a lazy grammar's trigger token whose text goes on past the trigger with what the
+        grammar rejects) also raises it, and closes the chain, whose state is then undefined.
+        """
+        chain = self.ptr
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self._n_vocab:
+            raise LlamaInferenceException(
+                f"token id {token!r} is outside this vocabulary (0..{self._n_vocab - 1})",
+                {"token": token, "n_tokens": self._n_vocab},
+            )
+        for grammar in self._grammars:
+            candidate = llama_h.llama_token_data(token, 0.0, 0.0)
+            array = llama_h.llama_token_data_array(ctypes.pointer(candidate), 1, -1, False)
+            self._lib.llama_sampler_apply(grammar, ctypes.byref(array))
+            if candidate.logit == -math.inf:
+                raise LlamaInferenceException(
+                    f"token {token} is not allowed by the grammar at this point; "
+                    "accept only tokens the chain could have sampled",
+                    {"token": token},
+                )
+        if self._shim.llamact_sampler_accept(chain, token, *self._err.args) != 0:
+            raise self.abandon(f"accepting token {token}", self._err.message)
 
     def reset(self) -> None:
         self._lib.llama_sampler_reset(self.ptr)

@@ -1,0 +1,52 @@
+"""Prototypes of libllamact-shim (src/shim): exception-safe wrappers over throwing llama.h calls.
+
+Each takes a trailing ``(char *err, size_t err_size)`` and reports a C++ exception there instead
+of letting it terminate the process. :class:`ErrorBuffer` is the reusable buffer to pass.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import llama_h
+
+_ERR = [ctypes.c_char_p, ctypes.c_size_t]
+
+SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
+    "llamact_sampler_sample": (
+        [llama_h.llama_sampler_p, llama_h.llama_context_p, ctypes.c_int32, *_ERR], llama_h.llama_token,
+    ),
+    "llamact_sampler_accept": ([llama_h.llama_sampler_p, llama_h.llama_token, *_ERR], ctypes.c_int32),
+    "llamact_sampler_init_grammar": (
+        [llama_h.llama_vocab_p, ctypes.c_char_p, ctypes.c_char_p, *_ERR], llama_h.llama_sampler_p,
+    ),
+    "llamact_sampler_init_grammar_lazy_patterns": (
+        [
+            llama_h.llama_vocab_p, ctypes.c_char_p, ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+            ctypes.POINTER(llama_h.llama_token), ctypes.c_size_t,
+            *_ERR,
+        ],
+        llama_h.llama_sampler_p,
+    ),
+    "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, *_ERR], ctypes.c_int32),
+}
+
+DECODE_EXCEPTION = -(2**31)  # llamact_decode's "an exception was caught" code
+
+
+class ErrorBuffer:
+    """A reusable error buffer: ``args`` to append to a shim call, ``message`` after a failure."""
+
+    __slots__ = ("_buf", "args")
+
+    def __init__(self, size: int = 1024) -> None:
+        self._buf = ctypes.create_string_buffer(size)
+        self.args = (ctypes.cast(self._buf, ctypes.c_char_p), size)
+
+    def clear(self) -> None:
+        self._buf[0] = b"\0"
+
+    @property
+    def message(self) -> str:
+        return self._buf.value.decode("utf-8", errors="replace")

@@ -1,0 +1,77 @@
+// llamact's C-ABI shim over the few llama.h entry points that can throw C++ exceptions.
+//
+// llama.h is a C API, but some calls run C++ that throws (std::regex_error for a bad lazy-grammar
+// trigger pattern, std::runtime_error when a grammar cannot accept a token). An exception that
+// reaches a ctypes frame cannot unwind it and ends the process in std::terminate. Each wrapper
+// here catches everything at the boundary and reports the message through an error buffer, so
+// Python raises a LlamaException instead. No behaviour is added: success paths call straight through.
+
+#include "llama.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#if defined(_WIN32)
+#    define LLAMACT_SHIM_API extern "C" __declspec(dllexport)
+#else
+#    define LLAMACT_SHIM_API extern "C" __attribute__((visibility("default")))
+#endif
+
+namespace {
+
+void report(char * err, size_t err_size, const char * what) {
+    if (err != nullptr && err_size > 0) {
+        std::snprintf(err, err_size, "%s", what != nullptr ? what : "unknown C++ exception");
+    }
+}
+
+}  // namespace
+
+#define LLAMACT_GUARD(err, err_size, fail_value, ...)          \
+    try {                                                      \
+        __VA_ARGS__                                            \
+    } catch (const std::exception & e) {                       \
+        report(err, err_size, e.what());                       \
+    } catch (...) {                                            \
+        report(err, err_size, nullptr);                        \
+    }                                                          \
+    return fail_value;
+
+// Returns the sampled token, or LLAMA_TOKEN_NULL with `err` set.
+LLAMACT_SHIM_API llama_token llamact_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx,
+                                                    int32_t idx, char * err, size_t err_size) {
+    LLAMACT_GUARD(err, err_size, LLAMA_TOKEN_NULL, return llama_sampler_sample(smpl, ctx, idx);)
+}
+
+// Returns 0, or -1 with `err` set.
+LLAMACT_SHIM_API int32_t llamact_sampler_accept(struct llama_sampler * smpl, llama_token token, char * err,
+                                                size_t err_size) {
+    LLAMACT_GUARD(err, err_size, -1, llama_sampler_accept(smpl, token); return 0;)
+}
+
+// Returns the sampler, or NULL (with `err` set when an exception was the cause; a grammar that
+// does not parse returns NULL from llama.cpp itself and leaves `err` empty).
+LLAMACT_SHIM_API struct llama_sampler * llamact_sampler_init_grammar(const struct llama_vocab * vocab,
+                                                                   const char * grammar_str,
+                                                                   const char * grammar_root, char * err,
+                                                                   size_t err_size) {
+    LLAMACT_GUARD(err, err_size, nullptr, return llama_sampler_init_grammar(vocab, grammar_str, grammar_root);)
+}
+
+LLAMACT_SHIM_API struct llama_sampler * llamact_sampler_init_grammar_lazy_patterns(
+    const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root,
+    const char ** trigger_patterns, size_t num_trigger_patterns, const llama_token * trigger_tokens,
+    size_t num_trigger_tokens, char * err, size_t err_size) {
+    LLAMACT_GUARD(err, err_size, nullptr,
+                  return llama_sampler_init_grammar_lazy_patterns(vocab, grammar_str, grammar_root, trigger_patterns,
+                                                                  num_trigger_patterns, trigger_tokens,
+                                                                  num_trigger_tokens);)
+}
+
+// Returns llama_decode's code, or INT32_MIN with `err` set.
+LLAMACT_SHIM_API int32_t llamact_decode(struct llama_context * ctx, struct llama_batch batch, char * err,
+                                        size_t err_size) {
+    LLAMACT_GUARD(err, err_size, INT32_MIN, return llama_decode(ctx, batch);)
+}
