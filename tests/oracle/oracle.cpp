@@ -1,0 +1,776 @@
+// llamact-oracle: the parity reference for llamact.
+//
+// A long-lived process speaking JSON lines: one request object per line on stdin,
+//   {"id": ..., "op": "...", ...}
+// one answer per line on stdout,
+//   {"id": ..., "ok": true, "result": ...}  or  {"id": ..., "ok": false, "error": {"kind": "...", "message": "..."}}
+// Every answer is computed by upstream's own code (llama-common, llama) built from the vendored pin.
+// Errors are data: a bad request never ends the process (an upstream GGML_ASSERT still can; the
+// client restarts it).
+//
+// The wall clock is replaced by a fixed, per-request settable epoch (see "clock shim" below), and
+// TZ is forced to UTC, so date-dependent templates render deterministically.
+
+#include "build-info.h"
+#include "chat.h"
+#include "common.h"
+#include "json-schema-to-grammar.h"
+#include "json.h"
+#include "llama.h"
+#include "log.h"
+#include "peg-parser.h"
+
+#include "jinja/caps.h"
+#include "jinja/lexer.h"
+#include "jinja/parser.h"
+#include "jinja/runtime.h"
+
+#include <nlohmann/json.hpp>
+
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using ojson = nlohmann::ordered_json;
+
+#ifndef LLAMACT_ORACLE_PIN_COMMIT
+#define LLAMACT_ORACLE_PIN_COMMIT ""
+#endif
+
+// This mirrors the definition in common/chat.cpp token for token (the header only declares it), so
+// that the oracle can set add_bos / add_eos for a template given as source, which upstream
+// otherwise takes from a model's vocabulary.
+struct common_chat_templates {
+    bool add_bos;
+    bool add_eos;
+    bool has_explicit_template;  // Model had builtin template or template overridden was specified.
+    std::unique_ptr<common_chat_template> template_default;  // always set (defaults to chatml)
+    std::unique_ptr<common_chat_template> template_tool_use;
+};
+
+// ------------------------------------------------------------------------------------------------
+// clock shim
+//
+// The executable defines and exports (ENABLE_EXPORTS / -rdynamic) time(), clock_gettime() and
+// gettimeofday(). The dynamic linker resolves these names to the executable first, so calls made
+// from libllama-common.so (jinja::context reads std::time; chat.cpp reads
+// std::chrono::system_clock::now(), which libstdc++ implements with clock_gettime(CLOCK_REALTIME))
+// see the fixed epoch. Monotonic and CPU clocks pass through to libc unchanged.
+// ------------------------------------------------------------------------------------------------
+
+static constexpr int64_t ORACLE_DEFAULT_NOW = 1768478400;  // 2026-01-15T12:00:00Z
+static std::atomic<int64_t> g_oracle_now{ORACLE_DEFAULT_NOW};
+
+using clock_gettime_fn = int (*)(clockid_t, struct timespec *);
+
+static int real_clock_gettime(clockid_t clk, struct timespec * ts) {
+    static clock_gettime_fn real = reinterpret_cast<clock_gettime_fn>(dlsym(RTLD_NEXT, "clock_gettime"));
+    if (real) {
+        return real(clk, ts);
+    }
+    return (int) syscall(SYS_clock_gettime, clk, ts);
+}
+
+static bool is_realtime_clock(clockid_t clk) {
+    return clk == CLOCK_REALTIME
+#ifdef CLOCK_REALTIME_COARSE
+        || clk == CLOCK_REALTIME_COARSE
+#endif
+#ifdef CLOCK_TAI
+        || clk == CLOCK_TAI
+#endif
+        ;
+}
+
+extern "C" {
+
+time_t time(time_t * out) noexcept {
+    const time_t now = (time_t) g_oracle_now.load();
+    if (out) {
+        *out = now;
+    }
+    return now;
+}
+
+int clock_gettime(clockid_t clk, struct timespec * ts) noexcept {
+    if (is_realtime_clock(clk)) {
+        if (ts) {
+            ts->tv_sec  = (time_t) g_oracle_now.load();
+            ts->tv_nsec = 0;
+        }
+        return 0;
+    }
+    return real_clock_gettime(clk, ts);
+}
+
+int gettimeofday(struct timeval * __restrict tv, void * __restrict /*tz*/) noexcept {
+    if (tv) {
+        tv->tv_sec  = (time_t) g_oracle_now.load();
+        tv->tv_usec = 0;
+    }
+    return 0;
+}
+
+}  // extern "C"
+
+// ------------------------------------------------------------------------------------------------
+// errors and JSON helpers
+// ------------------------------------------------------------------------------------------------
+
+// A request the oracle cannot interpret (missing field, wrong type): kind "bad_request".
+struct bad_request : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+static common_json to_common(const ojson & j) {
+    return common_json::parse(j.dump());
+}
+
+static ojson from_common(const common_json & j) {
+    return ojson::parse(j.dump());
+}
+
+static const ojson & require(const ojson & req, const char * key) {
+    auto it = req.find(key);
+    if (it == req.end()) {
+        throw bad_request(std::string("missing field '") + key + "'");
+    }
+    return *it;
+}
+
+static std::string req_string(const ojson & req, const char * key) {
+    const auto & v = require(req, key);
+    if (!v.is_string()) {
+        throw bad_request(std::string("field '") + key + "' must be a string");
+    }
+    return v.get<std::string>();
+}
+
+static std::string opt_string(const ojson & req, const char * key, const std::string & def) {
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+        return def;
+    }
+    if (!it->is_string()) {
+        throw bad_request(std::string("field '") + key + "' must be a string");
+    }
+    return it->get<std::string>();
+}
+
+static bool opt_bool(const ojson & req, const char * key, bool def) {
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+        return def;
+    }
+    if (!it->is_boolean()) {
+        throw bad_request(std::string("field '") + key + "' must be a boolean");
+    }
+    return it->get<bool>();
+}
+
+static int64_t opt_int(const ojson & req, const char * key, int64_t def) {
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+        return def;
+    }
+    if (!it->is_number_integer()) {
+        throw bad_request(std::string("field '") + key + "' must be an integer");
+    }
+    return it->get<int64_t>();
+}
+
+static const char * trigger_type_name(common_grammar_trigger_type type) {
+    switch (type) {
+        case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN:        return "token";
+        case COMMON_GRAMMAR_TRIGGER_TYPE_WORD:         return "word";
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN:      return "pattern";
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL: return "pattern_full";
+    }
+    return "unknown";
+}
+
+static common_chat_format format_from_name(const std::string & name) {
+    for (int i = 0; i < COMMON_CHAT_FORMAT_COUNT; i++) {
+        auto fmt = (common_chat_format) i;
+        if (name == common_chat_format_name(fmt)) {
+            return fmt;
+        }
+    }
+    throw bad_request("unknown chat format '" + name + "'");
+}
+
+static ojson msg_to_json(const common_chat_msg & msg) {
+    ojson parts = ojson::array();
+    for (const auto & part : msg.content_parts) {
+        parts.push_back({{"type", part.type}, {"text", part.text}});
+    }
+    ojson calls = ojson::array();
+    for (const auto & tc : msg.tool_calls) {
+        calls.push_back({{"name", tc.name}, {"arguments", tc.arguments}, {"id", tc.id}});
+    }
+    return {
+        {"role", msg.role},
+        {"content", msg.content},
+        {"content_parts", parts},
+        {"reasoning_content", msg.reasoning_content},
+        {"tool_calls", calls},
+        {"tool_name", msg.tool_name},
+        {"tool_call_id", msg.tool_call_id},
+    };
+}
+
+// The inverse of msg_to_json; a tool call may also be given OpenAI-style ({"function": {...}}).
+static common_chat_msg msg_from_json(const ojson & j) {
+    if (!j.is_object()) {
+        throw bad_request("a message must be an object");
+    }
+    common_chat_msg msg;
+    msg.role              = opt_string(j, "role", "assistant");
+    msg.reasoning_content = opt_string(j, "reasoning_content", "");
+    msg.tool_name         = opt_string(j, "tool_name", "");
+    msg.tool_call_id      = opt_string(j, "tool_call_id", "");
+    auto content = j.find("content");
+    if (content != j.end() && content->is_string()) {
+        msg.content = content->get<std::string>();
+    } else if (content != j.end() && content->is_array()) {
+        for (const auto & part : *content) {
+            msg.content_parts.push_back({opt_string(part, "type", "text"), opt_string(part, "text", "")});
+        }
+    }
+    auto parts = j.find("content_parts");
+    if (parts != j.end() && parts->is_array()) {
+        for (const auto & part : *parts) {
+            msg.content_parts.push_back({opt_string(part, "type", "text"), opt_string(part, "text", "")});
+        }
+    }
+    auto calls = j.find("tool_calls");
+    if (calls != j.end() && calls->is_array()) {
+        for (const auto & call : *calls) {
+            const ojson & fn = call.contains("function") ? call.at("function") : call;
+            common_chat_tool_call tc;
+            tc.name = opt_string(fn, "name", "");
+            auto args = fn.find("arguments");
+            if (args != fn.end() && !args->is_null()) {
+                tc.arguments = args->is_string() ? args->get<std::string>() : args->dump();
+            }
+            tc.id = opt_string(call, "id", "");
+            msg.tool_calls.push_back(tc);
+        }
+    }
+    return msg;
+}
+
+static common_peg_arena arena_from_request(const ojson & req, const char * key) {
+    common_peg_arena arena;
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+        return arena;
+    }
+    if (it->is_string()) {
+        if (!it->get<std::string>().empty()) {
+            arena.load(it->get<std::string>());
+        }
+        return arena;
+    }
+    if (!it->is_object()) {
+        throw bad_request(std::string("field '") + key + "' must be the parser arena as JSON (object or string)");
+    }
+    return common_peg_arena::from_json(to_common(*it));
+}
+
+// ------------------------------------------------------------------------------------------------
+// models (cached by path for the process lifetime)
+// ------------------------------------------------------------------------------------------------
+
+struct model_entry {
+    llama_model * model = nullptr;
+};
+
+static std::map<std::string, model_entry> g_models;
+
+static llama_model * get_model(const std::string & path) {
+    auto it = g_models.find(path);
+    if (it != g_models.end()) {
+        return it->second.model;
+    }
+    llama_model_params mparams = llama_model_default_params();
+    llama_model * model = llama_model_load_from_file(path.c_str(), mparams);
+    if (!model) {
+        throw std::runtime_error("failed to load model: " + path);
+    }
+    g_models[path].model = model;
+    return model;
+}
+
+static std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text, bool add_special,
+                                         bool parse_special) {
+    std::vector<llama_token> tokens(text.size() + 8);
+    int32_t n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), tokens.data(), (int32_t) tokens.size(),
+                               add_special, parse_special);
+    if (n < 0) {
+        tokens.resize(-n);
+        n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), tokens.data(), (int32_t) tokens.size(),
+                           add_special, parse_special);
+    }
+    if (n < 0) {
+        throw std::runtime_error("llama_tokenize failed");
+    }
+    tokens.resize(n);
+    return tokens;
+}
+
+static std::string token_piece(const llama_vocab * vocab, llama_token token, bool special) {
+    std::string piece(64, '\0');
+    int32_t n = llama_token_to_piece(vocab, token, piece.data(), (int32_t) piece.size(), 0, special);
+    if (n < 0) {
+        piece.resize(-n);
+        n = llama_token_to_piece(vocab, token, piece.data(), (int32_t) piece.size(), 0, special);
+    }
+    if (n < 0) {
+        throw std::runtime_error("llama_token_to_piece failed");
+    }
+    piece.resize(n);
+    return piece;
+}
+
+// ------------------------------------------------------------------------------------------------
+// operations
+// ------------------------------------------------------------------------------------------------
+
+static ojson op_version(const ojson &) {
+    return {
+        {"commit", LLAMACT_ORACLE_PIN_COMMIT},
+        {"build_commit", llama_commit()},
+        {"build_number", llama_build_number()},
+        {"build", llama_build_info()},
+        {"compiler", llama_compiler()},
+        {"target", llama_build_target()},
+        {"default_now", ORACLE_DEFAULT_NOW},
+    };
+}
+
+static ojson op_jinja_render(const ojson & req) {
+    const std::string src = req_string(req, "template");
+    ojson context = req.contains("context") && !req.at("context").is_null() ? req.at("context") : ojson::object();
+    if (!context.is_object()) {
+        throw bad_request("field 'context' must be an object");
+    }
+    const bool mark_input = opt_bool(req, "mark_input", true);
+
+    jinja::lexer lexer;
+    auto lexed = lexer.tokenize(src);
+    jinja::program prog = jinja::parse_from_tokens(lexed);
+
+    jinja::context ctx(src);
+    jinja::global_from_json(ctx, to_common(context), mark_input);
+    jinja::runtime runtime(ctx);
+    const jinja::value results = runtime.execute(prog);
+    return jinja::runtime::gather_string_parts(results)->as_string().str();
+}
+
+static ojson op_caps(const ojson & req) {
+    common_chat_template tmpl(req_string(req, "template"), "", "");
+    ojson out = ojson::object();
+    for (const auto & [key, value] : tmpl.original_caps().to_map()) {
+        out[key] = value;
+    }
+    return out;
+}
+
+static common_chat_templates_inputs inputs_from_json(const ojson & in) {
+    if (!in.is_object()) {
+        throw bad_request("field 'inputs' must be an object");
+    }
+    common_chat_templates_inputs inputs;
+    inputs.messages = common_chat_msgs_parse_oaicompat(to_common(require(in, "messages")));
+    auto tools = in.find("tools");
+    if (tools != in.end() && !tools->is_null()) {
+        inputs.tools = common_chat_tools_parse_oaicompat(to_common(*tools));
+    }
+    inputs.tool_choice         = common_chat_tool_choice_parse_oaicompat(opt_string(in, "tool_choice", "auto"));
+    inputs.parallel_tool_calls = opt_bool(in, "parallel_tool_calls", false);
+    inputs.reasoning_format    = common_reasoning_format_from_name(opt_string(in, "reasoning_format", "none"));
+    inputs.enable_thinking     = opt_bool(in, "enable_thinking", true);
+    inputs.grammar             = opt_string(in, "grammar", "");
+    inputs.add_generation_prompt = opt_bool(in, "add_generation_prompt", true);
+    inputs.use_jinja             = opt_bool(in, "use_jinja", true);
+    inputs.force_pure_content    = opt_bool(in, "force_pure_content", false);
+    auto schema = in.find("json_schema");
+    if (schema != in.end() && !schema->is_null()) {
+        inputs.json_schema = schema->is_string() ? schema->get<std::string>() : schema->dump();
+    }
+    auto cont = in.find("continue_final_message");
+    if (cont != in.end() && !cont->is_null()) {
+        inputs.continue_final_message = common_chat_continuation_parse(to_common(*cont));
+    }
+    auto kwargs = in.find("chat_template_kwargs");
+    if (kwargs != in.end() && !kwargs->is_null()) {
+        if (!kwargs->is_object()) {
+            throw bad_request("field 'chat_template_kwargs' must be an object");
+        }
+        // as upstream's server passes them: each value as JSON text
+        for (const auto & [key, value] : kwargs->items()) {
+            inputs.chat_template_kwargs[key] = value.dump();
+        }
+    }
+    return inputs;
+}
+
+static ojson params_to_json(const common_chat_params & p) {
+    ojson triggers = ojson::array();
+    for (const auto & t : p.grammar_triggers) {
+        triggers.push_back({{"type", trigger_type_name(t.type)}, {"value", t.value}, {"token", t.token}});
+    }
+    return {
+        {"format", common_chat_format_name(p.format)},
+        {"prompt", p.prompt},
+        {"generation_prompt", p.generation_prompt},
+        {"grammar", p.grammar},
+        {"grammar_lazy", p.grammar_lazy},
+        {"grammar_triggers", triggers},
+        {"preserved_tokens", p.preserved_tokens},
+        {"additional_stops", p.additional_stops},
+        {"supports_thinking", p.supports_thinking},
+        {"thinking_start_tag", p.thinking_start_tag},
+        {"thinking_end_tags", p.thinking_end_tags},
+        {"parser", p.parser.empty() ? ojson(nullptr) : ojson::parse(p.parser)},
+        {"message_delimiters", from_common(p.message_delimiters.to_json())},
+    };
+}
+
+static ojson op_chat_apply(const ojson & req) {
+    const std::string src = opt_string(req, "template", "");
+    const std::string model_path = opt_string(req, "model", "");
+    llama_model * model = model_path.empty() ? nullptr : get_model(model_path);
+    if (src.empty() && !model) {
+        throw bad_request("chat_apply needs 'template' (Jinja source) or 'model' (a GGUF path)");
+    }
+    auto tmpls = common_chat_templates_init(model, src, opt_string(req, "bos_token", ""),
+                                            opt_string(req, "eos_token", ""));
+    if (!model) {
+        tmpls->add_bos = opt_bool(req, "add_bos", false);
+        tmpls->add_eos = opt_bool(req, "add_eos", false);
+    }
+    const auto inputs = inputs_from_json(require(req, "inputs"));
+    return params_to_json(common_chat_templates_apply(tmpls.get(), inputs));
+}
+
+static ojson op_chat_parse(const ojson & req) {
+    common_chat_parser_params params;
+    params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
+    params.reasoning_format     = common_reasoning_format_from_name(opt_string(req, "reasoning_format", "none"));
+    params.generation_prompt    = opt_string(req, "generation_prompt", "");
+    params.reasoning_in_content = opt_bool(req, "reasoning_in_content", false);
+    params.parse_tool_calls     = opt_bool(req, "parse_tool_calls", true);
+    params.is_continuation      = opt_bool(req, "is_continuation", false);
+    params.echo                 = opt_bool(req, "echo", false);
+    params.parser               = arena_from_request(req, "parser");
+    const std::string text = req_string(req, "text");
+    return msg_to_json(common_chat_parse(text, opt_bool(req, "is_partial", false), params));
+}
+
+static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
+    ojson out = ojson::array();
+    for (const auto & d : diffs) {
+        out.push_back({
+            {"reasoning_content_delta", d.reasoning_content_delta},
+            {"content_delta", d.content_delta},
+            {"tool_call_index", d.tool_call_index == std::string::npos ? ojson(nullptr) : ojson(d.tool_call_index)},
+            {"tool_call_delta",
+             {{"name", d.tool_call_delta.name}, {"arguments", d.tool_call_delta.arguments}, {"id", d.tool_call_delta.id}}},
+        });
+    }
+    return out;
+}
+
+// A model output as the server streams it (server-task.cpp update_chat_msg): the text grows one
+// UTF-8-safe prefix at a time, each prefix is parsed partially (the whole text finally not), tool
+// calls get stable ids ("call_<n>" here, random upstream) and each step's diffs against the
+// previous message are computed. One request instead of one per prefix keeps corpora cheap.
+static ojson op_chat_parse_stream(const ojson & req) {
+    common_chat_parser_params params;
+    params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
+    params.reasoning_format     = common_reasoning_format_from_name(opt_string(req, "reasoning_format", "none"));
+    params.generation_prompt    = opt_string(req, "generation_prompt", "");
+    params.parser               = arena_from_request(req, "parser");
+    const std::string text = req_string(req, "text");
+
+    common_chat_msg previous;
+    std::vector<std::string> ids_cache;
+    size_t next_id = 0;
+    auto gen_id = [&next_id]() { return "call_" + std::to_string(next_id++); };
+
+    ojson steps = ojson::array();
+    for (size_t end = 0; end <= text.size(); end++) {
+        const bool at_boundary = end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80;
+        if (!at_boundary) {
+            continue;
+        }
+        for (const bool is_partial : {true, false}) {
+            if (!is_partial && end != text.size()) {
+                continue;
+            }
+            ojson step = {{"end", end}, {"is_partial", is_partial}};
+            try {
+                common_chat_msg msg = common_chat_parse(text.substr(0, end), is_partial, params);
+                step["message"] = msg_to_json(msg);
+                if (!msg.empty()) {
+                    msg.set_tool_call_ids(ids_cache, gen_id);
+                    step["diffs"] = diffs_to_json(common_chat_msg_diff::compute_diffs(previous, msg));
+                    previous = msg;
+                }
+            } catch (const std::exception & e) {
+                step["error"] = e.what();
+            }
+            steps.push_back(step);
+        }
+    }
+    return steps;
+}
+
+static ojson op_msg_diffs(const ojson & req) {
+    const auto prv = msg_from_json(require(req, "previous"));
+    const auto cur = msg_from_json(require(req, "new"));
+    return diffs_to_json(common_chat_msg_diff::compute_diffs(prv, cur));
+}
+
+static ojson op_json_schema_to_grammar(const ojson & req) {
+    return json_schema_to_grammar(to_common(require(req, "schema")), opt_bool(req, "force_gbnf", false));
+}
+
+static ojson op_peg_grammar(const ojson & req) {
+    const common_peg_arena arena = arena_from_request(req, "parser");
+    if (arena.empty()) {
+        throw bad_request("field 'parser' must hold a non-empty arena");
+    }
+    const bool lazy = opt_bool(req, "lazy", false);
+    return build_grammar([&](const common_grammar_builder & builder) { arena.build_grammar(builder, lazy); });
+}
+
+static ojson op_tokenize(const ojson & req) {
+    llama_model * model = get_model(req_string(req, "model"));
+    return tokenize(llama_model_get_vocab(model), req_string(req, "text"), opt_bool(req, "add_special", true),
+                    opt_bool(req, "parse_special", false));
+}
+
+static ojson op_generate_greedy(const ojson & req) {
+    llama_model * model = get_model(req_string(req, "model"));
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int64_t n_predict = opt_int(req, "n_predict", 32);
+    if (n_predict < 0) {
+        throw bad_request("n_predict must be >= 0");
+    }
+    const auto prompt = tokenize(vocab, req_string(req, "prompt"), opt_bool(req, "add_special", true),
+                                 opt_bool(req, "parse_special", true));
+    if (prompt.empty()) {
+        throw bad_request("the prompt tokenizes to nothing");
+    }
+
+    llama_context_params cparams = llama_context_default_params();
+    cparams.n_ctx   = (uint32_t) opt_int(req, "n_ctx", 4096);
+    cparams.n_batch = (uint32_t) opt_int(req, "n_batch", 2048);
+    cparams.n_ubatch = (uint32_t) opt_int(req, "n_ubatch", 512);
+    const int64_t n_threads = opt_int(req, "n_threads", 0);
+    if (n_threads > 0) {
+        cparams.n_threads       = (int32_t) n_threads;
+        cparams.n_threads_batch = (int32_t) n_threads;
+    }
+    cparams.no_perf = true;
+
+    std::unique_ptr<llama_context, decltype(&llama_free)> ctx(llama_init_from_model(model, cparams), llama_free);
+    if (!ctx) {
+        throw std::runtime_error("failed to create the context");
+    }
+    const uint32_t n_ctx   = llama_n_ctx(ctx.get());
+    const uint32_t n_batch = llama_n_batch(ctx.get());
+    if (prompt.size() > n_ctx) {
+        throw std::runtime_error("the prompt does not fit the context");
+    }
+
+    llama_sampler_chain_params sparams = llama_sampler_chain_default_params();
+    sparams.no_perf = true;
+    std::unique_ptr<llama_sampler, decltype(&llama_sampler_free)> smpl(llama_sampler_chain_init(sparams), llama_sampler_free);
+    llama_sampler_chain_add(smpl.get(), llama_sampler_init_greedy());
+
+    std::vector<llama_token> prompt_buf = prompt;
+    for (size_t start = 0; start < prompt_buf.size(); start += n_batch) {
+        const int32_t count = (int32_t) std::min<size_t>(n_batch, prompt_buf.size() - start);
+        if (llama_decode(ctx.get(), llama_batch_get_one(prompt_buf.data() + start, count)) != 0) {
+            throw std::runtime_error("llama_decode failed on the prompt");
+        }
+    }
+
+    std::vector<llama_token> out;
+    std::string text;
+    std::string stop = "length";
+    size_t n_past = prompt.size();
+    while ((int64_t) out.size() < n_predict) {
+        llama_token token = llama_sampler_sample(smpl.get(), ctx.get(), -1);
+        if (llama_vocab_is_eog(vocab, token)) {
+            stop = "eog";
+            break;
+        }
+        out.push_back(token);
+        text += token_piece(vocab, token, true);
+        if ((int64_t) out.size() >= n_predict) {
+            break;
+        }
+        if (n_past >= n_ctx) {
+            stop = "context";
+            break;
+        }
+        if (llama_decode(ctx.get(), llama_batch_get_one(&token, 1)) != 0) {
+            throw std::runtime_error("llama_decode failed while generating");
+        }
+        n_past++;
+    }
+    return {{"prompt_tokens", prompt}, {"tokens", out}, {"text", text}, {"stop", stop}};
+}
+
+using op_fn = ojson (*)(const ojson &);
+
+static const std::map<std::string, op_fn> & operations() {
+    static const std::map<std::string, op_fn> ops = {
+        {"version", op_version},
+        {"jinja_render", op_jinja_render},
+        {"caps", op_caps},
+        {"chat_apply", op_chat_apply},
+        {"chat_parse", op_chat_parse},
+        {"chat_parse_stream", op_chat_parse_stream},
+        {"msg_diffs", op_msg_diffs},
+        {"json_schema_to_grammar", op_json_schema_to_grammar},
+        {"peg_grammar", op_peg_grammar},
+        {"tokenize", op_tokenize},
+        {"generate_greedy", op_generate_greedy},
+    };
+    return ops;
+}
+
+// ------------------------------------------------------------------------------------------------
+// main loop
+// ------------------------------------------------------------------------------------------------
+
+static ojson error_answer(const ojson & id, const std::string & kind, const std::string & message) {
+    return {{"id", id}, {"ok", false}, {"error", {{"kind", kind}, {"message", message}}}};
+}
+
+static ojson handle(const std::string & line) {
+    ojson req;
+    try {
+        req = ojson::parse(line);
+    } catch (const std::exception & e) {
+        return error_answer(nullptr, "json_parse", e.what());
+    }
+    ojson id = req.is_object() && req.contains("id") ? req.at("id") : ojson(nullptr);
+    try {
+        if (!req.is_object()) {
+            throw bad_request("a request must be a JSON object");
+        }
+        const std::string op = req_string(req, "op");
+        auto it = operations().find(op);
+        if (it == operations().end()) {
+            return error_answer(id, "unknown_op", "unknown op '" + op + "'");
+        }
+        g_oracle_now = opt_int(req, "now", ORACLE_DEFAULT_NOW);
+        ojson result = it->second(req);
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return {{"id", id}, {"ok", true}, {"result", std::move(result)}};
+    } catch (const bad_request & e) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "bad_request", e.what());
+    } catch (const common_json_error & e) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "json_error", e.what());
+    } catch (const std::invalid_argument & e) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "invalid_argument", e.what());
+    } catch (const std::runtime_error & e) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "runtime_error", e.what());
+    } catch (const std::exception & e) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "exception", e.what());
+    } catch (...) {
+        g_oracle_now = ORACLE_DEFAULT_NOW;
+        return error_answer(id, "unknown", "unknown exception");
+    }
+}
+
+// Strict UTF-8 first; an answer holding invalid UTF-8 (e.g. a template slicing a string by bytes)
+// is sent with U+FFFD replacements and "lossy_utf8": true rather than lost.
+static std::string dump_answer(ojson & answer) {
+    try {
+        return answer.dump();
+    } catch (const ojson::type_error &) {
+        answer["lossy_utf8"] = true;
+        return answer.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    }
+}
+
+static void quiet_log(enum ggml_log_level level, const char * text, void * /*user*/) {
+    if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) {
+        fputs(text, stderr);
+    }
+}
+
+int main(int argc, char ** argv) {
+    // Answers go to the original stdout; anything else the libraries print goes to stderr.
+    const int answer_fd = dup(STDOUT_FILENO);
+    if (answer_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        perror("llamact-oracle: dup");
+        return 1;
+    }
+    FILE * answers = fdopen(answer_fd, "w");
+    if (!answers) {
+        perror("llamact-oracle: fdopen");
+        return 1;
+    }
+
+    setenv("TZ", "UTC", 1);
+    tzset();
+
+    if (argc > 1 && std::string(argv[1]) == "--version") {
+        fprintf(answers, "%s\n", op_version(ojson::object()).dump().c_str());
+        return 0;
+    }
+
+    if (!getenv("LLAMACT_ORACLE_VERBOSE")) {
+        llama_log_set(quiet_log, nullptr);
+        common_log_set_verbosity_thold(-1);
+    }
+    llama_backend_init();
+
+    std::ios::sync_with_stdio(false);
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        if (line.empty() || line.find_first_not_of(" \t\r") == std::string::npos) {
+            continue;
+        }
+        ojson answer = handle(line);
+        const std::string text = dump_answer(answer);
+        fwrite(text.data(), 1, text.size(), answers);
+        fputc('\n', answers);
+        fflush(answers);
+    }
+
+    for (auto & [path, entry] : g_models) {
+        llama_model_free(entry.model);
+    }
+    llama_backend_free();
+    return 0;
+}
