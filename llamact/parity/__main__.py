@@ -1,0 +1,109 @@
+"""``python -m llamact.parity``: build the corpora with the oracle and print the parity scoreboard.
+
+    python -m llamact.parity                      # full corpus, every template, both models
+    python -m llamact.parity --templates Qwen-Qwen3-0.6B,google-gemma-2-2b-it   # a subset
+    python -m llamact.parity --json score.json --report report.json --corpus-out corpus/
+
+The pinned tree's templates come from ``--llama-cpp DIR``, else a source checkout's
+``vendor/llama.cpp``, else the verified cache (``~/.cache/llamact/src``). The oracle is the one
+installed with the package unless ``--oracle PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .components import ModelRunners, components
+from .corpus import build_corpus, oracle_errors_by_group
+from .oracle import OracleClient
+from .scoreboard import render_table, report_json, score, summary_json
+
+
+def find_llama_cpp(explicit: str | None) -> Path:
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit))
+    package = Path(__file__).resolve().parent.parent
+    candidates.append(package.parent / "vendor" / "llama.cpp")
+    try:
+        from .. import build_info
+
+        commit = build_info()["llama_cpp"]["commit"]
+        cache = Path(os.environ.get("LLAMACT_CACHE", Path.home() / ".cache" / "llamact"))
+        candidates.append(cache / "src" / f"llama.cpp-{commit[:12]}")
+    except Exception:  # noqa: BLE001 - an uninstalled tree has no build info; other candidates remain
+        pass
+    for path in candidates:
+        if (path / "models" / "templates").is_dir():
+            return path
+    tried = ", ".join(str(p) for p in candidates)
+    raise SystemExit(f"llamact.parity: the pinned llama.cpp tree was not found (tried {tried}); "
+                     "pass --llama-cpp DIR or run scripts/vendor_llama_cpp.py")
+
+
+def available_models(wanted: bool) -> dict[str, Path]:
+    if not wanted:
+        return {}
+    from ..errors import LlamaException
+    from ..models import gemma3_path, smollm2_path
+
+    models: dict[str, Path] = {}
+    for label, locate in (("smollm2", smollm2_path), ("gemma3", gemma3_path)):
+        try:
+            models[label] = locate()
+        except LlamaException as exc:
+            print(f"llamact.parity: {label} unavailable ({exc}); its runtime cases are left out", file=sys.stderr)
+    return models
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llamact.parity", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--llama-cpp", help="the pinned llama.cpp tree (for its templates and test vectors)")
+    parser.add_argument("--oracle", help="the oracle executable (default: the installed one)")
+    parser.add_argument("--templates", help="comma-separated template file stems (default: all)")
+    parser.add_argument("--no-models", action="store_true", help="leave out the real-model components")
+    parser.add_argument("--no-cache", action="store_true", help="ask the oracle afresh (no answer cache)")
+    parser.add_argument("--json", dest="json_path", help="write the summary as JSON here")
+    parser.add_argument("--report", help="write the full report (every difference) as JSON here")
+    parser.add_argument("--corpus-out", help="write the corpus (JSON lines per component) into this directory")
+    args = parser.parse_args(argv)
+
+    llama_cpp = find_llama_cpp(args.llama_cpp)
+    models = available_models(not args.no_models)
+    templates = [t for t in args.templates.split(",") if t] if args.templates else None
+    started = time.perf_counter()
+    with OracleClient(args.oracle, cache=not args.no_cache) as oracle:
+        corpus = build_corpus(oracle, llama_cpp, models, templates)
+    built = time.perf_counter() - started
+    runners = ModelRunners(models) if models else None
+    try:
+        rows = score(corpus, components(runners))
+    finally:
+        if runners is not None:
+            runners.close()
+
+    print(render_table(rows))
+    errors = oracle_errors_by_group(corpus, ["caps", "chat_apply", "chat_parse"])
+    print(f"\ncorpus built in {built:.1f} s (digest {corpus.digest()[:16]}); "
+          f"templates where upstream itself errors: {len(errors)}")
+    for group, counts in sorted(errors.items()):
+        print(f"  {group}: " + ", ".join(f"{c} {n}" for c, n in sorted(counts.items())))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(summary_json(rows), indent=1) + "\n")
+    if args.report:
+        Path(args.report).write_text(report_json(rows, corpus, {
+            "corpus_digest": corpus.digest(), "oracle_errors_by_template": errors}))
+    if args.corpus_out:
+        corpus.write(Path(args.corpus_out))
+    failing = [r for r in rows if not r.not_implemented and (r.different or r.error)]
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The corpora and the scoreboard: deterministic, complete over the vendored templates, and
+measuring every component llamact implements against the oracle."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llamact.parity.corpus import build_corpus, template_files
+from llamact.parity.oracle import OracleClient
+from llamact.parity.scenarios import ASSISTANT_OUTPUTS, SCENARIOS
+
+pytestmark = pytest.mark.parity
+
+SUBSET = ["Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "google-gemma-2-2b-it"]
+ALL_COMPONENTS = {
+    "jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar", "json_schema",
+    "tokenize", "generate_greedy",
+}
+IMPLEMENTED = {"tokenize", "generate_greedy"}
+
+
+@pytest.fixture(scope="module")
+def llama_cpp(repo_root: Path) -> Path:
+    return repo_root / "vendor" / "llama.cpp"
+
+
+def test_corpus_is_deterministic_across_oracle_processes(llama_cpp: Path) -> None:
+    digests = []
+    for _ in range(2):
+        with OracleClient(cache=False) as oracle:
+            corpus = build_corpus(oracle, llama_cpp, templates=SUBSET)
+        digests.append(corpus.digest())
+    assert digests[0] == digests[1]
+    # and the subset really produced cases of every template-driven component
+    for component in ("caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar"):
+        assert corpus.cases.get(component), component
+
+
+def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path) -> None:
+    templates = template_files(llama_cpp)
+    assert len(templates) >= 70
+    with OracleClient() as oracle:
+        corpus = build_corpus(oracle, llama_cpp)
+    assert len(corpus.cases["caps"]) == len(templates)
+    assert len(corpus.cases["chat_apply"]) == len(templates) * len(SCENARIOS)
+    streams = {c.input.get("stream") for c in corpus.cases["chat_parse"]}
+    # every template whose outputs upstream can render contributes a parse stream per output
+    rendered = {s.split("/")[0] for s in streams if s}
+    assert len(rendered) >= len(templates) - 2, sorted({t.stem for t in templates} - rendered)
+    assert len(streams) >= (len(templates) - 2) * len(ASSISTANT_OUTPUTS) // 2
+    # upstream's failures are recorded as answers, and they are the exception
+    applied = corpus.cases["chat_apply"]
+    assert sum(c.oracle_error for c in applied) < len(applied) // 10
+    assert len(corpus.cases["jinja"]) == 290 and len(corpus.cases["json_schema"]) == 81
+
+
+@pytest.mark.model
+def test_scoreboard_command(tmp_path: Path, llama_cpp: Path) -> None:
+    summary, report = tmp_path / "score.json", tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp), "--templates", ",".join(SUBSET),
+         "--json", str(summary), "--report", str(report), "--corpus-out", str(tmp_path / "corpus")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = proc.stdout
+    assert "not implemented" in table and "100.0% equal" in table
+    components = json.loads(summary.read_text())["components"]
+    assert set(components) == ALL_COMPONENTS
+    for name, row in components.items():
+        assert set(row) == {"cases", "equal", "different", "error", "deviation", "not_implemented", "seconds"}
+        assert row["cases"] > 0, name
+        if name in IMPLEMENTED:
+            assert not row["not_implemented"]
+            assert row["equal"] == row["cases"], (name, row)
+        else:
+            assert row["not_implemented"], name
+    written = {p.stem for p in (tmp_path / "corpus").glob("*.jsonl")}
+    assert written == ALL_COMPONENTS
+    assert json.loads(report.read_text())["corpus_digest"]
+
+
+@pytest.mark.model
+def test_scoreboard_detects_a_difference(llama_cpp: Path, smollm2_path: Path) -> None:
+    """The scoreboard must be able to fail: a wrong runner is counted as different."""
+    from llamact.parity.components import Component
+    from llamact.parity.corpus import Corpus
+    from llamact.parity.scoreboard import score_component
+
+    with OracleClient() as oracle:
+        corpus = Corpus()
+        from llamact.parity.corpus import _model_cases
+
+        _model_cases(oracle, {"smollm2": smollm2_path}, corpus)
+    cases = corpus.cases["tokenize"]
+    row = score_component(Component("tokenize", "", lambda case: case.expected[:-1] + [0]), cases)
+    assert row.different == len(cases) and row.equal == 0
+    assert row.differences and row.differences[0]["expected"] != row.differences[0]["got"]
