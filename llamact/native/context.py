@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
@@ -44,7 +44,7 @@ def _available_memory() -> int | None:
     return None
 
 
-def _kv_cache_estimate(model: Model, n_ctx: int, n_seq: int) -> int:
+def _kv_cache_estimate(model: Model, n_ctx: int) -> int:
     """Bytes of an f16 K+V cache for ``n_ctx`` cells: an upper bound for plain attention models."""
     lib = model._lib
     n_layer = int(lib.llama_model_n_layer(model.ptr))
@@ -133,7 +133,7 @@ class Context(NativeHandle):
         if not gpu_offload:
             # A CPU KV cache is allocated and cleared up front: past available RAM that is an
             # OOM kill, not an error. Refuse before asking.
-            need = _kv_cache_estimate(model, n_ctx, options.n_seq_max)
+            need = _kv_cache_estimate(model, n_ctx)
             avail = _available_memory()
             if avail is not None and need > avail:
                 raise LlamaContextException(
@@ -358,5 +358,3 @@ class Batch(NativeHandle):
             s.logits[n - 1] = 1
         s.n_tokens = n
 
-
-AbortCheck = Callable[[], bool]
