@@ -123,6 +123,12 @@ class LlamaEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def cancel(self) -> None:
+        """Stop the generation in progress, from any thread: the running decode returns early and
+        the stream ends with ``StopReason.CANCELLED``. Does nothing when idle."""
+        if not self.closed:
+            self.context.request_abort()
+
     # -- tokens ----------------------------------------------------------------------------
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:

@@ -13,6 +13,7 @@ import enum
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native import llama_h
@@ -54,9 +55,12 @@ class Timings:
         return self.n_generated / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
 
 
-@dataclass(frozen=True)
-class GenerationChunk:
-    """One step of a stream: ``text`` may be "" (held back); the last chunk has ``stop_reason``."""
+class GenerationChunk(NamedTuple):
+    """One step of a stream: ``text`` may be "" (held back); the last chunk has ``stop_reason``.
+
+    Immutable like the other values that cross stages; a NamedTuple because one is made per
+    token and it is several times cheaper to build than a frozen dataclass.
+    """
 
     text: str
     token: int | None = None
@@ -126,10 +130,12 @@ def _token_loop(
     err = ErrorBuffer()
     err_args = err.args
     decode = shim_lib.llamact_decode
-    sample = shim_lib.llamact_sampler_sample
-    is_eog = lib.llama_vocab_is_eog
+    next_token = shim_lib.llamact_next_token
+    greedy_only = int(sampler.greedy_only)
+    special = int(render_special)
     to_piece = lib.llama_token_to_piece
     string_at = ctypes.string_at
+    context._abort_flag.value = 0
 
     def check_decode(rc: int) -> None:
         if rc == DECODE_EXCEPTION:
@@ -142,10 +148,14 @@ def _token_loop(
     prompt = (llama_h.llama_token * len(prompt_tokens))(*prompt_tokens)
     token_size = ctypes.sizeof(llama_h.llama_token)
     base = ctypes.addressof(prompt)
+    reason: StopReason | None = None
     for start in range(0, len(prompt_tokens), n_batch):
         count = min(n_batch, len(prompt_tokens) - start)
         chunk_ptr = ctypes.cast(base + start * token_size, ctypes.POINTER(llama_h.llama_token))
         rc = decode(ctx_ptr, lib.llama_batch_get_one(chunk_ptr, count), *err_args)
+        if rc == 2:
+            reason = StopReason.CANCELLED
+            break
         if rc != 0:
             check_decode(rc)
     n_past += len(prompt_tokens)
@@ -155,26 +165,29 @@ def _token_loop(
     one = (llama_h.llama_token * 1)()
     one_batch = lib.llama_batch_get_one(one, 1)
     piece_buf = ctypes.create_string_buffer(256)
+    piece_len, eog = ctypes.c_int32(0), ctypes.c_int32(0)
+    piece_len_ref, eog_ref = ctypes.byref(piece_len), ctypes.byref(eog)
     utf8 = Utf8Stream()
     stops = StopMatcher(stop)
+    feed_utf8, feed_stops = utf8.feed, stops.feed
     n_generated = 0
-    reason: StopReason | None = None
     limit = max_tokens if max_tokens >= 0 else n_ctx
 
     def closed() -> bool:
         return context._ptr is None or sampler._ptr is None
 
     try:
-        if limit == 0:
+        if limit == 0 and reason is None:
             reason = StopReason.MAX_TOKENS
         while reason is None:
-            token = sample(chain_ptr, ctx_ptr, -1, *err_args)
+            token = next_token(ctx_ptr, chain_ptr, vocab_ptr, greedy_only, special, piece_buf, 256,
+                               piece_len_ref, eog_ref, *err_args)
             if token == LLAMA_TOKEN_NULL:
                 raise sampler.abandon("sampling", err.message)
-            if is_eog(vocab_ptr, token):
+            if eog.value:
                 reason = StopReason.EOG
                 break
-            n = to_piece(vocab_ptr, token, piece_buf, 256, 0, render_special)
+            n = piece_len.value
             if n < 0:  # pieces over 256 bytes are rare; fetch it whole
                 big = ctypes.create_string_buffer(-n)
                 n = to_piece(vocab_ptr, token, big, -n, 0, render_special)
@@ -182,7 +195,7 @@ def _token_loop(
             else:
                 raw = string_at(piece_buf, n)
             n_generated += 1
-            text, stopped = stops.feed(utf8.feed(raw))
+            text, stopped = feed_stops(feed_utf8(raw))
             if stopped:
                 yield GenerationChunk(text, token)
                 reason = StopReason.STOP_STRING
@@ -201,6 +214,9 @@ def _token_loop(
             if rc != 0:
                 if rc == 1:
                     reason = StopReason.CONTEXT_FULL
+                    break
+                if rc == 2:
+                    reason = StopReason.CANCELLED
                     break
                 check_decode(rc)
             n_past += 1

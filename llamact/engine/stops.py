@@ -13,16 +13,19 @@ class StopMatcher:
     split across tokens is still found and never partly emitted.
     """
 
-    __slots__ = ("_stops", "_held", "matched")
+    __slots__ = ("_stops", "_chars", "_held", "matched")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(s for s in stops if s)
+        self._chars = frozenset("".join(self._stops))
         self._held = ""
         self.matched: str | None = None
 
     def feed(self, text: str) -> tuple[str, bool]:
         if not self._stops:
             return text, False
+        if not self._held and self._chars.isdisjoint(text):
+            return text, False  # the common case: nothing here can be part of a stop string
         buf = self._held + text
         first = -1
         for stop in self._stops:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from . import llama_h, log
 from ._handle import NativeHandle
+from ._library import native
 from .model import Model
 
 
@@ -142,10 +143,12 @@ class Context(NativeHandle):
                     {"n_ctx": n_ctx, "estimated_bytes": need, "available_bytes": avail},
                 )
 
-        self._abort_requested = False
-        self._abort_cb = llama_h.ggml_abort_callback(lambda _data: self._abort_requested)
-        params.abort_callback = self._abort_cb
-        params.abort_callback_data = None
+        # The abort flag lives in memory C reads directly (see llamact_abort_flag in src/shim):
+        # ggml polls it after every graph node, far too often for a Python callback.
+        self._abort_flag = ctypes.c_int32(0)
+        abort_fn = ctypes.cast(native().shim.llamact_abort_flag, ctypes.c_void_p).value or 0
+        params.abort_callback = llama_h.ggml_abort_callback(abort_fn)
+        params.abort_callback_data = ctypes.cast(ctypes.pointer(self._abort_flag), ctypes.c_void_p)
 
         position = log.mark()
         ptr = lib.llama_init_from_model(model.ptr, params)
@@ -185,13 +188,13 @@ class Context(NativeHandle):
 
     def request_abort(self) -> None:
         """Make the decode in progress (possibly on another thread) return early."""
-        self._abort_requested = True
+        self._abort_flag.value = 1
 
     def decode(self, batch: Batch) -> None:
         """Run the model on ``batch``. Raises LlamaContextException when the context is full."""
         if batch.n_tokens == 0:
             raise LlamaInferenceException("cannot decode an empty batch")
-        self._abort_requested = False
+        self._abort_flag.value = 0
         rc = self._lib.llama_decode(self.ptr, batch.struct)
         if rc != 0:
             self._raise_decode_error(rc)

@@ -411,6 +411,8 @@ class SamplerChain(NativeHandle):
         self._lib = lib
         self.model = model
         self.specs = tuple(specs)
+        # Exactly one greedy sampler: the token loop may take the argmax itself (src/shim).
+        self.greedy_only = len(self.specs) == 1 and isinstance(self.specs[0], Greedy)
         self._n_vocab = n_vocab
         self._shim = native().shim
         self._err = ErrorBuffer()

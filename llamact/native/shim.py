@@ -30,6 +30,15 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
         llama_h.llama_sampler_p,
     ),
     "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, *_ERR], ctypes.c_int32),
+    "llamact_abort_flag": ([ctypes.c_void_p], ctypes.c_bool),
+    "llamact_next_token": (
+        [
+            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, ctypes.c_int32, ctypes.c_int32,
+            ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+            *_ERR,
+        ],
+        llama_h.llama_token,
+    ),
 }
 
 DECODE_EXCEPTION = -(2**31)  # llamact_decode's "an exception was caught" code

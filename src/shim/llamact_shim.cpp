@@ -75,3 +75,53 @@ LLAMACT_SHIM_API int32_t llamact_decode(struct llama_context * ctx, struct llama
                                         size_t err_size) {
     LLAMACT_GUARD(err, err_size, INT32_MIN, return llama_decode(ctx, batch);)
 }
+
+// ------------------------------------------------------------------------------------------------
+// The per-token path, kept out of Python.
+
+// llama.cpp's abort callback, called by ggml after every graph node (hundreds of times a token):
+// a Python callback would take the GIL each time. This one reads a flag the caller owns (an int;
+// non-zero = abort), so requesting an abort is a plain store from any thread.
+LLAMACT_SHIM_API bool llamact_abort_flag(void * data) {
+    return data != nullptr && *static_cast<volatile int32_t *>(data) != 0;
+}
+
+// One generation step after a decode: choose the next token, say whether it ends generation, and
+// write its text piece. `greedy_only` (the chain is exactly one greedy sampler) takes the argmax of
+// the logits directly, the first maximum as upstream's greedy sampler does, and then lets the chain
+// accept it: the same token without building the full candidates array. Returns the token, or
+// LLAMA_TOKEN_NULL with `err` set; `*piece_len` < 0 means the piece needs -len bytes.
+LLAMACT_SHIM_API llama_token llamact_next_token(struct llama_context * ctx, struct llama_sampler * chain,
+                                                const struct llama_vocab * vocab, int32_t greedy_only,
+                                                int32_t render_special, char * piece, int32_t piece_cap,
+                                                int32_t * piece_len, int32_t * is_eog, char * err,
+                                                size_t err_size) {
+    try {
+        llama_token token = LLAMA_TOKEN_NULL;
+        if (greedy_only) {
+            const float * logits = llama_get_logits_ith(ctx, -1);
+            if (logits == nullptr) {
+                report(err, err_size, "no logits to sample from: decode a batch first");
+                return LLAMA_TOKEN_NULL;
+            }
+            const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+            token = 0;
+            for (int32_t i = 1; i < n_vocab; ++i) {
+                if (logits[i] > logits[token]) {
+                    token = i;
+                }
+            }
+            llama_sampler_accept(chain, token);
+        } else {
+            token = llama_sampler_sample(chain, ctx, -1);
+        }
+        *is_eog = llama_vocab_is_eog(vocab, token) ? 1 : 0;
+        *piece_len = *is_eog ? 0 : llama_token_to_piece(vocab, token, piece, piece_cap, 0, render_special != 0);
+        return token;
+    } catch (const std::exception & e) {
+        report(err, err_size, e.what());
+    } catch (...) {
+        report(err, err_size, nullptr);
+    }
+    return LLAMA_TOKEN_NULL;
+}
