@@ -130,9 +130,7 @@ def _token_loop(
     err = ErrorBuffer()
     err_args = err.args
     decode = shim_lib.llamact_decode
-    next_token = shim_lib.llamact_next_token
-    greedy_only = int(sampler.greedy_only)
-    special = int(render_special)
+    step = shim_lib.llamact_step
     to_piece = lib.llama_token_to_piece
     string_at = ctypes.string_at
     context._abort_flag.value = 0
@@ -162,28 +160,40 @@ def _token_loop(
     t1 = time.perf_counter()
     prompt_ms = (t1 - t0) * 1000
 
-    one = (llama_h.llama_token * 1)()
-    one_batch = lib.llama_batch_get_one(one, 1)
+    # Everything the per-token call takes, converted to ctypes once.
     piece_buf = ctypes.create_string_buffer(256)
-    piece_len, eog = ctypes.c_int32(0), ctypes.c_int32(0)
-    piece_len_ref, eog_ref = ctypes.byref(piece_len), ctypes.byref(eog)
+    piece_len, eog, decode_rc = ctypes.c_int32(0), ctypes.c_int32(0), ctypes.c_int32(0)
+    fixed_head = (ctypes.c_void_p(ctx_ptr), ctypes.c_void_p(chain_ptr), ctypes.c_void_p(vocab_ptr))
+    fixed_tail = (
+        ctypes.c_int32(int(sampler.greedy_only)), ctypes.c_int32(int(render_special)), piece_buf,
+        ctypes.c_int32(256), ctypes.byref(piece_len), ctypes.byref(eog), ctypes.byref(decode_rc), *err_args,
+    )
     utf8 = Utf8Stream()
     stops = StopMatcher(stop)
     feed_utf8, feed_stops = utf8.feed, stops.feed
     n_generated = 0
     limit = max_tokens if max_tokens >= 0 else n_ctx
-
-    def closed() -> bool:
-        return context._ptr is None or sampler._ptr is None
+    token = LLAMA_TOKEN_NULL  # the prompt is decoded: the first step only samples
 
     try:
         if limit == 0 and reason is None:
             reason = StopReason.MAX_TOKENS
         while reason is None:
-            token = next_token(ctx_ptr, chain_ptr, vocab_ptr, greedy_only, special, piece_buf, 256,
-                               piece_len_ref, eog_ref, *err_args)
+            prev = token
+            token = step(*fixed_head, prev, *fixed_tail)
             if token == LLAMA_TOKEN_NULL:
-                raise sampler.abandon("sampling", err.message)
+                rc = decode_rc.value
+                if rc == 1:
+                    reason = StopReason.CONTEXT_FULL
+                elif rc == 2:
+                    reason = StopReason.CANCELLED
+                elif rc != 0:
+                    check_decode(rc)
+                else:
+                    raise sampler.abandon("a generation step", err.message)
+                break
+            if prev != LLAMA_TOKEN_NULL:
+                n_past += 1
             if eog.value:
                 reason = StopReason.EOG
                 break
@@ -203,23 +213,10 @@ def _token_loop(
             yield GenerationChunk(text, token)
             if n_generated >= limit:
                 reason = StopReason.MAX_TOKENS
-                break
-            if n_past >= n_ctx:
+            elif n_past >= n_ctx:
                 reason = StopReason.CONTEXT_FULL
-                break
-            if closed():  # the consumer closed the engine while holding this stream
+            elif context._ptr is None or sampler._ptr is None:  # closed while the consumer held the stream
                 raise LlamaStateException("the engine was closed while generating; the stream cannot continue")
-            one[0] = token
-            rc = decode(ctx_ptr, one_batch, *err_args)
-            if rc != 0:
-                if rc == 1:
-                    reason = StopReason.CONTEXT_FULL
-                    break
-                if rc == 2:
-                    reason = StopReason.CANCELLED
-                    break
-                check_decode(rc)
-            n_past += 1
     except GeneratorExit:
         return
     tail = "" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush()

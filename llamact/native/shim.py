@@ -31,10 +31,11 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
     ),
     "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, *_ERR], ctypes.c_int32),
     "llamact_abort_flag": ([ctypes.c_void_p], ctypes.c_bool),
-    "llamact_next_token": (
+    "llamact_step": (
         [
-            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, ctypes.c_int32, ctypes.c_int32,
-            ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, llama_h.llama_token,
+            ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
             *_ERR,
         ],
         llama_h.llama_token,

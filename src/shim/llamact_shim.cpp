@@ -27,6 +27,52 @@ void report(char * err, size_t err_size, const char * what) {
     }
 }
 
+// The index of the first maximum, as upstream's greedy sampler picks it (`>` keeps the earliest;
+// a NaN never wins unless it is at index 0). Eight independent running maxima let the CPU overlap
+// the comparisons, then a scan finds the first index holding that maximum; any NaN in the way
+// falls back to upstream's exact loop.
+llama_token first_argmax(const float * logits, int32_t n) {
+    if (n <= 0) {
+        return 0;
+    }
+    constexpr int32_t lanes = 8;
+    if (n >= lanes) {
+        float best[lanes];
+        for (int32_t k = 0; k < lanes; ++k) {
+            best[k] = logits[k];
+        }
+        int32_t i = lanes;
+        for (; i + lanes <= n; i += lanes) {
+            for (int32_t k = 0; k < lanes; ++k) {
+                best[k] = logits[i + k] > best[k] ? logits[i + k] : best[k];
+            }
+        }
+        for (; i < n; ++i) {
+            best[0] = logits[i] > best[0] ? logits[i] : best[0];
+        }
+        float m = best[0];
+        bool nan_seen = m != m;
+        for (int32_t k = 1; k < lanes; ++k) {
+            nan_seen = nan_seen || best[k] != best[k];
+            m = best[k] > m ? best[k] : m;
+        }
+        if (!nan_seen) {
+            for (int32_t j = 0; j < n; ++j) {
+                if (logits[j] == m) {
+                    return j;
+                }
+            }
+        }
+    }
+    llama_token token = 0;
+    for (int32_t i = 1; i < n; ++i) {
+        if (logits[i] > logits[token]) {
+            token = i;
+        }
+    }
+    return token;
+}
+
 }  // namespace
 
 #define LLAMACT_GUARD(err, err_size, fail_value, ...)          \
@@ -86,17 +132,31 @@ LLAMACT_SHIM_API bool llamact_abort_flag(void * data) {
     return data != nullptr && *static_cast<volatile int32_t *>(data) != 0;
 }
 
-// One generation step after a decode: choose the next token, say whether it ends generation, and
-// write its text piece. `greedy_only` (the chain is exactly one greedy sampler) takes the argmax of
-// the logits directly, the first maximum as upstream's greedy sampler does, and then lets the chain
-// accept it: the same token without building the full candidates array. Returns the token, or
-// LLAMA_TOKEN_NULL with `err` set; `*piece_len` < 0 means the piece needs -len bytes.
-LLAMACT_SHIM_API llama_token llamact_next_token(struct llama_context * ctx, struct llama_sampler * chain,
-                                                const struct llama_vocab * vocab, int32_t greedy_only,
-                                                int32_t render_special, char * piece, int32_t piece_cap,
-                                                int32_t * piece_len, int32_t * is_eog, char * err,
-                                                size_t err_size) {
+// One generation step: decode `prev` (unless it is LLAMA_TOKEN_NULL: the prompt was just decoded),
+// then choose the next token, say whether it ends generation, and write its text piece. One call
+// per token keeps Python's per-token work to a minimum.
+//
+// `greedy_only` (the chain is exactly one greedy sampler) takes the argmax of the logits directly,
+// the first maximum as upstream's greedy sampler does, and lets the chain accept it: the same token
+// without building the full candidates array.
+//
+// Returns the token; or LLAMA_TOKEN_NULL with `*decode_rc` = llama_decode's non-zero code (1 = no
+// room in the context, 2 = aborted), or with `err` set when an exception was caught.
+// `*piece_len` < 0 means the piece needs -len bytes.
+LLAMACT_SHIM_API llama_token llamact_step(struct llama_context * ctx, struct llama_sampler * chain,
+                                          const struct llama_vocab * vocab, llama_token prev, int32_t greedy_only,
+                                          int32_t render_special, char * piece, int32_t piece_cap,
+                                          int32_t * piece_len, int32_t * is_eog, int32_t * decode_rc, char * err,
+                                          size_t err_size) {
     try {
+        *decode_rc = 0;
+        if (prev != LLAMA_TOKEN_NULL) {
+            const int32_t rc = llama_decode(ctx, llama_batch_get_one(&prev, 1));
+            if (rc != 0) {
+                *decode_rc = rc;
+                return LLAMA_TOKEN_NULL;
+            }
+        }
         llama_token token = LLAMA_TOKEN_NULL;
         if (greedy_only) {
             const float * logits = llama_get_logits_ith(ctx, -1);
@@ -104,13 +164,7 @@ LLAMACT_SHIM_API llama_token llamact_next_token(struct llama_context * ctx, stru
                 report(err, err_size, "no logits to sample from: decode a batch first");
                 return LLAMA_TOKEN_NULL;
             }
-            const int32_t n_vocab = llama_vocab_n_tokens(vocab);
-            token = 0;
-            for (int32_t i = 1; i < n_vocab; ++i) {
-                if (logits[i] > logits[token]) {
-                    token = i;
-                }
-            }
+            token = first_argmax(logits, llama_vocab_n_tokens(vocab));
             llama_sampler_accept(chain, token);
         } else {
             token = llama_sampler_sample(chain, ctx, -1);

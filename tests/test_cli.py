@@ -1,0 +1,76 @@
+"""The command line: help, generate --json (against the engine), chat streaming, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from llamact import GenerationParams, LlamaEngine, ModelParams
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    # From a neutral directory: `python -m` puts the working directory first on sys.path, and the
+    # source tree's llamact/ has no compiled libraries.
+    return subprocess.run([sys.executable, "-m", "llamact", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=tempfile.gettempdir())
+
+
+def test_help_lists_the_commands() -> None:
+    proc = _run("--help")
+    assert proc.returncode == 0
+    assert "generate" in proc.stdout and "chat" in proc.stdout
+    gen = _run("generate", "--help")
+    for flag in ("--model", "--prompt", "--n-predict", "--threads", "--ctx-size", "--greedy", "--seed", "--temp",
+                 "--top-k", "--top-p", "--min-p", "--json"):
+        assert flag in gen.stdout, flag
+
+
+def test_version_reports_the_pin() -> None:
+    proc = _run("--version")
+    assert proc.returncode == 0 and "v0.5.0" in proc.stdout and "7fe450e1" in proc.stdout
+
+
+@pytest.mark.model
+def test_generate_json_matches_the_engine(smollm2_path: Path) -> None:
+    proc = _run("generate", "--model", str(smollm2_path), "--prompt", "The capital of France is", "-n", "12",
+                "--greedy", "--threads", "2", "--ctx-size", "256", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=2)) as engine:
+        expected = engine.complete("The capital of France is", GenerationParams(greedy=True, max_tokens=12))
+    assert out["prompt_tokens"] == expected.prompt_tokens
+    assert out["tokens"] == expected.tokens and out["text"] == expected.text
+    assert out["stop_reason"] == expected.stop_reason.value
+    assert out["timings"]["predicted_n"] == len(expected.tokens) and out["timings"]["predicted_per_second"] > 0
+
+
+@pytest.mark.model
+def test_chat_streams_an_answer(smollm2_path: Path) -> None:
+    proc = _run("chat", "--model", str(smollm2_path), "--prompt", "Say hello.", "-n", "24", "--greedy",
+                "--ctx-size", "512")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "> Say hello."
+    assert "".join(lines[1:]).strip()  # the model answered something
+    assert "loading" in proc.stderr and "100%" in proc.stderr  # the progress bar
+
+
+def test_bad_model_is_a_clean_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.gguf"
+    proc = _run("generate", "--model", str(missing), "--prompt", "x")
+    assert proc.returncode == 1
+    assert "model file not found" in proc.stderr and str(missing) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.model
+def test_bad_sampling_flag_is_a_clean_error(smollm2_path: Path) -> None:
+    proc = _run("generate", "--model", str(smollm2_path), "--prompt", "x", "--top-p", "1.5")
+    assert proc.returncode == 1
+    assert "top_p" in proc.stderr.lower() or "TopP" in proc.stderr
+    assert "Traceback" not in proc.stderr
