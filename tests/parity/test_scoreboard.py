@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llamact.parity.corpus import build_corpus, template_files
+from llamact.parity.corpus import Corpus, build_corpus, template_files
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import ASSISTANT_OUTPUTS, SCENARIOS
 
@@ -29,23 +29,29 @@ def llama_cpp(repo_root: Path) -> Path:
     return repo_root / "vendor" / "llama.cpp"
 
 
-def test_corpus_is_deterministic_across_oracle_processes(llama_cpp: Path) -> None:
-    digests = []
+@pytest.fixture(scope="module")
+def fresh_corpora(llama_cpp: Path) -> list[Corpus]:
+    """The full corpus built twice, each time by a new oracle process with no answer cache."""
+    corpora = []
     for _ in range(2):
         with OracleClient(cache=False) as oracle:
-            corpus = build_corpus(oracle, llama_cpp, templates=SUBSET)
-        digests.append(corpus.digest())
-    assert digests[0] == digests[1]
-    # and the subset really produced cases of every template-driven component
+            corpora.append(build_corpus(oracle, llama_cpp))
+    return corpora
+
+
+@pytest.mark.slow
+def test_corpus_is_deterministic_across_oracle_processes(fresh_corpora: list[Corpus]) -> None:
+    first, second = fresh_corpora
+    assert first.digest() == second.digest()
     for component in ("caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar"):
-        assert corpus.cases.get(component), component
+        assert first.cases.get(component), component
 
 
-def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path) -> None:
+@pytest.mark.slow
+def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path, fresh_corpora: list[Corpus]) -> None:
     templates = template_files(llama_cpp)
     assert len(templates) >= 70
-    with OracleClient() as oracle:
-        corpus = build_corpus(oracle, llama_cpp)
+    corpus = fresh_corpora[0]
     assert len(corpus.cases["caps"]) == len(templates)
     assert len(corpus.cases["chat_apply"]) == len(templates) * len(SCENARIOS)
     streams = {c.input.get("stream") for c in corpus.cases["chat_parse"]}
@@ -60,10 +66,11 @@ def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path) -> None
 
 
 @pytest.mark.model
-def test_scoreboard_command(tmp_path: Path, llama_cpp: Path) -> None:
+@pytest.mark.slow
+def test_scoreboard_command_over_the_full_corpus(tmp_path: Path, llama_cpp: Path) -> None:
     summary, report = tmp_path / "score.json", tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp), "--templates", ",".join(SUBSET),
+        [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp),
          "--json", str(summary), "--report", str(report), "--corpus-out", str(tmp_path / "corpus")],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )
@@ -83,6 +90,18 @@ def test_scoreboard_command(tmp_path: Path, llama_cpp: Path) -> None:
     written = {p.stem for p in (tmp_path / "corpus").glob("*.jsonl")}
     assert written == ALL_COMPONENTS
     assert json.loads(report.read_text())["corpus_digest"]
+
+
+def test_scoreboard_on_a_subset(tmp_path: Path, llama_cpp: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp), "--templates", ",".join(SUBSET),
+         "--no-models", "--json", str(tmp_path / "s.json")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    components = json.loads((tmp_path / "s.json").read_text())["components"]
+    assert components["chat_apply"]["cases"] == len(SUBSET) * len(SCENARIOS)
+    assert components["tokenize"]["cases"] == 0
 
 
 @pytest.mark.model
