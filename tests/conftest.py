@@ -52,3 +52,16 @@ def upstream_bin():
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    """A fresh oracle process with no answer cache: every request reaches upstream's code."""
+    from llamact.parity.oracle import OracleClient, OracleProcessError
+
+    try:
+        client = OracleClient(cache=False, timeout=300)
+    except OracleProcessError as exc:
+        pytest.fail(str(exc))
+    with client:
+        yield client

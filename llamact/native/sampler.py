@@ -98,7 +98,9 @@ class TopK(SamplerSpec):
 
 
 @dataclass(frozen=True)
-class TopP(SamplerSpec):
+class _ProbabilityCut(SamplerSpec):
+    """A cut with a probability ``p`` in [0, 1] that keeps at least ``min_keep`` tokens."""
+
     p: float
     min_keep: int = 1
 
@@ -106,32 +108,21 @@ class TopP(SamplerSpec):
         _finite(self, "p", 0.0, 1.0)
         _integer(self, "min_keep", 0)
 
+
+@dataclass(frozen=True)
+class TopP(_ProbabilityCut):
     def build(self, lib: Any, vocab: int) -> int:
         return lib.llama_sampler_init_top_p(self.p, self.min_keep)
 
 
 @dataclass(frozen=True)
-class MinP(SamplerSpec):
-    p: float
-    min_keep: int = 1
-
-    def validate(self, vocab_size: int) -> None:
-        _finite(self, "p", 0.0, 1.0)
-        _integer(self, "min_keep", 0)
-
+class MinP(_ProbabilityCut):
     def build(self, lib: Any, vocab: int) -> int:
         return lib.llama_sampler_init_min_p(self.p, self.min_keep)
 
 
 @dataclass(frozen=True)
-class Typical(SamplerSpec):
-    p: float
-    min_keep: int = 1
-
-    def validate(self, vocab_size: int) -> None:
-        _finite(self, "p", 0.0, 1.0)
-        _integer(self, "min_keep", 0)
-
+class Typical(_ProbabilityCut):
     def build(self, lib: Any, vocab: int) -> int:
         return lib.llama_sampler_init_typical(self.p, self.min_keep)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,6 @@ CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-
-
-@pytest.fixture(scope="module")
-def oracle() -> Iterator[OracleClient]:
-    try:
-        client = OracleClient(cache=False, timeout=300)
-    except OracleProcessError as exc:
-        pytest.fail(str(exc))
-    with client:
-        yield client
 
 
 def _utc(ts: int, fmt: str) -> str:

@@ -16,12 +16,11 @@ Three kinds of evidence that the extraction is right:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from llamact.parity.oracle import OracleClient, OracleError, OracleProcessError
+from llamact.parity.oracle import OracleClient, OracleError
 from llamact.parity.upstream_vectors import (
     JINJA_TEST_FILE,
     JSON_SCHEMA_TEST_FILE,
@@ -74,16 +73,6 @@ def schemas(upstream: Path) -> list[SchemaVector]:
 @pytest.fixture(scope="module")
 def schema_errors(upstream: Path) -> list[SchemaErrorVector]:
     return json_schema_error_vectors(upstream)
-
-
-@pytest.fixture(scope="module")
-def oracle() -> Iterator[OracleClient]:
-    try:
-        client = OracleClient(cache=False, timeout=300)
-    except OracleProcessError as exc:
-        pytest.fail(str(exc))
-    with client:
-        yield client
 
 
 def _by_name(vectors: list[JinjaVector], name: str) -> JinjaVector:
