@@ -85,6 +85,12 @@ class ModelRunners:
         }
 
 
+def _json_schema_runner(case: Case) -> Json:
+    from ..grammar import json_schema_to_grammar
+
+    return json_schema_to_grammar(case.input["schema"], case.input.get("force_gbnf", False))
+
+
 def components(model_runners: ModelRunners | None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here."""
     return [
@@ -95,7 +101,7 @@ def components(model_runners: ModelRunners | None) -> list[Component]:
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix"),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses"),
         Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not"),
-        Component("json_schema", "upstream's JSON-schema -> GBNF vectors"),
+        Component("json_schema", "upstream's JSON-schema -> GBNF vectors", _json_schema_runner),
         Component("tokenize", "tokenization with the real models",
                   model_runners.tokenize if model_runners else None),
         Component("generate_greedy", "greedy generation with the real models, token for token",

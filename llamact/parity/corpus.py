@@ -227,6 +227,12 @@ def _vector_cases(oracle: OracleClient, llama_cpp_dir: Path, corpus: Corpus) -> 
         request = {"schema": schema}
         corpus.add(Case("json_schema", f"json_schema/{svec.name}", "upstream", request,
                         _answer(oracle.request("json_schema_to_grammar", **request))))
+    from .schema_corpus import SCHEMA_CORPUS
+
+    for name, schema in SCHEMA_CORPUS:
+        request = {"schema": schema}
+        corpus.add(Case("json_schema", f"json_schema/corpus/{name}", "corpus", request,
+                        _answer(oracle.request("json_schema_to_grammar", **request))))
 
 
 TOKENIZE_TEXTS = [

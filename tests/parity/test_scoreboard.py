@@ -13,6 +13,7 @@ import pytest
 from llamact.parity.corpus import Corpus, build_corpus, template_files
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import ASSISTANT_OUTPUTS, SCENARIOS
+from llamact.parity.schema_corpus import SCHEMA_CORPUS
 
 pytestmark = pytest.mark.parity
 
@@ -21,7 +22,7 @@ ALL_COMPONENTS = {
     "jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar", "json_schema",
     "tokenize", "generate_greedy",
 }
-IMPLEMENTED = {"tokenize", "generate_greedy"}
+IMPLEMENTED = {"json_schema", "tokenize", "generate_greedy"}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,8 @@ def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path, fresh_c
     # upstream's failures are recorded as answers, and they are the exception
     applied = corpus.cases["chat_apply"]
     assert sum(c.oracle_error for c in applied) < len(applied) // 10
-    assert len(corpus.cases["jinja"]) == 290 and len(corpus.cases["json_schema"]) == 81
+    assert len(corpus.cases["jinja"]) == 290
+    assert len(corpus.cases["json_schema"]) == 81 + len(SCHEMA_CORPUS)
 
 
 @pytest.mark.model
