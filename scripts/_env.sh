@@ -44,7 +44,7 @@ llamact_setup() {
         cmake_args="$cmake_args -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
     fi
     _llamact_log "building and installing llamact (CMAKE_ARGS=$cmake_args)"
-    CMAKE_ARGS="$cmake_args" "${pip[@]}" --no-build-isolation --no-deps \
+    CMAKE_ARGS="$cmake_args" "${pip[@]}" --no-build-isolation \
         -C build-dir="build/{wheel_tag}" "$LLAMACT_REPO" \
         > "$LLAMACT_CACHE/last-build.log" 2>&1 || {
             tail -n 60 "$LLAMACT_CACHE/last-build.log" >&2
