@@ -70,20 +70,24 @@ def _model_path(args: argparse.Namespace) -> Path:
 
 
 class _ProgressBar:
-    """A one-line load progress bar on stderr (only when stderr is a terminal or forced)."""
+    """A load progress bar on stderr: redrawn in place on a terminal; elsewhere (logs, pipes) only
+    its first and last states, one line each."""
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label, self.enabled, self.last = label, enabled, -1
+        self.live = sys.stderr.isatty()
 
     def __call__(self, fraction: float) -> bool:
         percent = int(fraction * 100)
-        if self.enabled and percent != self.last:
-            self.last = percent
-            filled = percent * 30 // 100
-            sys.stderr.write(f"\rloading {self.label} [{'#' * filled}{'.' * (30 - filled)}] {percent:3d}%")
-            if percent >= 100:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+        if not self.enabled or percent == self.last or (not self.live and 0 < percent < 100):
+            return True
+        self.last = percent
+        filled = percent * 30 // 100
+        bar = f"loading {self.label} [{'#' * filled}{'.' * (30 - filled)}] {percent:3d}%"
+        sys.stderr.write(f"\r{bar}" if self.live else f"{bar}\n")
+        if self.live and percent >= 100:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
         return True
 
 
