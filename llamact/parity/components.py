@@ -91,10 +91,22 @@ def _json_schema_runner(case: Case) -> Json:
     return json_schema_to_grammar(case.input["schema"], case.input.get("force_gbnf", False))
 
 
+# The oracle's fixed clock (2026-01-15T12:00:00Z): strftime_now and date globals read it.
+ORACLE_NOW = 1768478400
+
+
+def _jinja_runner(case: Case) -> Json:
+    from ..jinja import render
+
+    return render(case.input["template"], case.input["context"], now=ORACLE_NOW, source_name=case.id)
+
+
 def components(model_runners: ModelRunners | None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here."""
     return [
-        Component("jinja", "upstream's test-jinja vectors: render output or error"),
+        Component("jinja", "upstream's test-jinja vectors: render output or error", _jinja_runner),
+        Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
+                  _jinja_runner),
         Component("caps", "template capability maps, every vendored template"),
         Component("template_render", "prompts: every template x the scenario matrix"),
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),

@@ -112,6 +112,7 @@ def _apply_request(template: str, inputs: Json) -> Json:
 def _template_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> dict[str, Json]:
     """caps + chat_apply (and its prompt) for every scenario; returns the answers by scenario."""
     corpus.add(Case("caps", f"caps/{name}", name, {"template": source}, _answer(oracle.caps(source))))
+    _template_jinja_cases(oracle, name, source, corpus)
     answers: dict[str, Json] = {}
     for scenario in SCENARIOS:
         request = _apply_request(source, scenario.inputs())
@@ -122,6 +123,27 @@ def _template_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus
         prompt = answer if "error" in answer else {"prompt": answer["prompt"]}
         corpus.add(Case("template_render", f"template_render/{case_id}", name, request, prompt))
     return answers
+
+
+def _template_jinja_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> None:
+    """template_jinja: the template rendered directly (oracle op ``jinja_render``), every scenario.
+
+    The context is what a bare render sees: the scenario's messages (OpenAI JSON as-is), its tools
+    when it has any, fixed special tokens, ``add_generation_prompt`` only when set, and
+    ``enable_thinking``. The oracle's clock stays at its default instant.
+    """
+    for scenario in SCENARIOS:
+        inputs = scenario.inputs()
+        context: Json = {"messages": inputs["messages"]}
+        if inputs.get("tools"):
+            context["tools"] = inputs["tools"]
+        context.update(bos_token=BOS_TOKEN, eos_token=EOS_TOKEN)
+        if scenario.add_generation_prompt:
+            context["add_generation_prompt"] = True
+        context["enable_thinking"] = scenario.enable_thinking
+        request = {"template": source, "context": context}
+        corpus.add(Case("template_jinja", f"template_jinja/{name}/{scenario.name}", name, request,
+                        _answer(oracle.request("jinja_render", **request))))
 
 
 def _turn_tail(oracle: OracleClient, source: str) -> str:

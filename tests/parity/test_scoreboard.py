@@ -19,10 +19,10 @@ pytestmark = pytest.mark.parity
 
 SUBSET = ["Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "google-gemma-2-2b-it"]
 ALL_COMPONENTS = {
-    "jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar", "json_schema",
-    "tokenize", "generate_greedy",
+    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar",
+    "json_schema", "tokenize", "generate_greedy",
 }
-IMPLEMENTED = {"json_schema", "tokenize", "generate_greedy"}
+IMPLEMENTED = {"jinja", "template_jinja", "json_schema", "tokenize", "generate_greedy"}
 
 
 @pytest.fixture(scope="module")

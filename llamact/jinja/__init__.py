@@ -1,0 +1,114 @@
+"""``llamact.jinja``: chat templates rendered by jinja2 with llama.cpp v0.5.0's semantics.
+
+    render(source, context, *, now=None, source_name="template", limits=None) -> str
+    compile_template(source, source_name="template") -> CompiledTemplate
+
+Enters: Jinja source (untrusted: always sandboxed) and a JSON-shaped context. Leaves: the text
+upstream's engine renders, byte for byte (DESIGN.md deviation 1 aside: ``\\xHH`` string escapes).
+``now`` (epoch seconds) fixes ``strftime_now``'s clock (None: the wall clock). Raises
+``JinjaException`` (a LlamaException) naming the template source: ``JinjaSyntaxError`` for
+source that does not compile, ``JinjaRuntimeError`` when rendering fails (upstream's message
+text), ``JinjaLimitExceeded`` past ``RenderLimits``. Compiled templates are cached by source.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from .environment import Budget, LlamaEnvironment, RenderLimits, reset_budget, set_budget
+from .errors import (
+    JinjaException,
+    JinjaLimitExceeded,
+    JinjaRuntimeError,
+    JinjaSyntaxError,
+    NotImplementedTemplateError,
+    TemplateError,
+)
+from .globals import make_globals
+
+DEFAULT_LIMITS = RenderLimits()
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> LlamaEnvironment:
+    return LlamaEnvironment()
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(source: str) -> jinja2.Template:
+    return _environment().from_string(source)
+
+
+@dataclass(frozen=True)
+class CompiledTemplate:
+    """A template compiled once; ``render`` may be called any number of times."""
+
+    source: str
+    source_name: str
+    template: jinja2.Template
+
+    def render(self, context: Mapping[str, Any] | None = None, *, now: float | None = None,
+               limits: RenderLimits | None = None) -> str:
+        budget = Budget(limits or DEFAULT_LIMITS)
+        variables: dict[str, Any] = make_globals(now)
+        variables.update(context or {})
+        token = set_budget(budget)
+        try:
+            out: list[str] = []
+            size = 0
+            for chunk in self.template.generate(variables):
+                size += len(chunk)
+                budget.check_size(size)
+                out.append(chunk)
+            return "".join(out)
+        except JinjaLimitExceeded as exc:
+            raise JinjaLimitExceeded(exc.reason, self.source_name) from None
+        except (RecursionError, MemoryError):
+            raise JinjaLimitExceeded("rendering recursed or allocated too deeply", self.source_name) from None
+        except jinja2.TemplateSyntaxError as exc:
+            raise JinjaSyntaxError(exc.message or str(exc), self.source_name, exc.lineno) from None
+        except JinjaException:
+            raise
+        except (TemplateError, jinja2.TemplateError) as exc:
+            raise JinjaRuntimeError(str(exc), self.source_name) from None
+        except Exception as exc:  # noqa: BLE001 - any failure inside a template is the template's error
+            raise JinjaRuntimeError(f"{type(exc).__name__}: {exc}", self.source_name) from None
+        finally:
+            reset_budget(token)
+
+
+def compile_template(source: str, source_name: str = "<template>") -> CompiledTemplate:
+    """Compile ``source`` (cached by content). Raises JinjaSyntaxError naming ``source_name``."""
+    try:
+        template = _compile(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise JinjaSyntaxError(exc.message or str(exc), source_name, exc.lineno) from None
+    except (TemplateError, jinja2.TemplateError) as exc:
+        raise JinjaSyntaxError(str(exc), source_name) from None
+    except RecursionError:
+        raise JinjaLimitExceeded("template nests too deeply", source_name) from None
+    return CompiledTemplate(source, source_name, template)
+
+
+def render(source: str, context: Mapping[str, Any] | None = None, *, now: float | None = None,
+           source_name: str = "<template>", limits: RenderLimits | None = None) -> str:
+    """Compile (cached) and render ``source`` with ``context``; see the module docstring."""
+    return compile_template(source, source_name).render(context, now=now, limits=limits)
+
+
+__all__ = [
+    "render",
+    "compile_template",
+    "CompiledTemplate",
+    "RenderLimits",
+    "JinjaException",
+    "JinjaSyntaxError",
+    "JinjaRuntimeError",
+    "JinjaLimitExceeded",
+    "NotImplementedTemplateError",
+]

@@ -1,0 +1,220 @@
+"""Upstream's value model on plain Python values.
+
+Template values are JSON-shaped Python values: ``str``, ``int``, ``float``, ``bool``, ``None``,
+``list`` (array), ``tuple`` (upstream's tuple, e.g. ``items()`` pairs), ``dict`` (object), jinja2's
+``Undefined`` and callables. This module holds what upstream's ``value_t`` methods define:
+type names, ``as_string`` (printing and ``~``), truthiness, equality and ordering, the output rule
+(``gather_string_parts``) and string length / indexing by UTF-8 bytes. Nothing here raises except
+the comparisons upstream refuses (``TemplateError``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from jinja2.runtime import LoopContext, Undefined
+
+from .errors import TemplateError
+
+Value = Any
+
+
+def is_undefined(v: Value) -> bool:
+    return isinstance(v, Undefined)
+
+
+def is_int(v: Value) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: Value) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def is_array(v: Value) -> bool:
+    return isinstance(v, (list, tuple))
+
+
+def is_object(v: Value) -> bool:
+    return isinstance(v, (dict, LoopContext))
+
+
+def type_name(v: Value) -> str:
+    """Upstream's ``type()`` text, used in error messages."""
+    if isinstance(v, bool):
+        return "Boolean"
+    if isinstance(v, int):
+        return "Int"
+    if isinstance(v, float):
+        return "Float"
+    if isinstance(v, str):
+        return "String"
+    if isinstance(v, tuple):
+        return "Tuple"
+    if isinstance(v, list):
+        return "Array"
+    if is_object(v):
+        return "Object"
+    if v is None:
+        return "None"
+    if is_undefined(v):
+        return "Undefined"
+    if callable(v):
+        return "Function"
+    return "Unknown"
+
+
+def format_float(x: float) -> str:
+    """``std::to_string`` (six decimals) with trailing zeros trimmed, one kept after the point."""
+    if math.isnan(x):
+        return "-nan" if math.copysign(1.0, x) < 0 else "nan"
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    out = f"{x:.6f}".rstrip("0")
+    return out + "0" if out.endswith(".") else out
+
+
+def as_string(v: Value) -> str:
+    """Upstream's ``as_string``: what ``~``/``+`` concatenation and ``string`` produce."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return format_float(v)
+    if v is None:
+        return "None"
+    if isinstance(v, tuple):
+        inner = ", ".join(as_repr(x) for x in v)
+        return "(" + inner + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(as_repr(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{as_repr(k)}: {as_repr(x)}" for k, x in v.items()) + "}"
+    if is_undefined(v):
+        return ""
+    return type_name(v)
+
+
+def as_repr(v: Value) -> str:
+    """Upstream's ``value_to_string_repr``: strings quoted (JSON when they hold a quote)."""
+    if isinstance(v, str):
+        if "'" in v:
+            from .tojson import to_json
+
+            return to_json(v)
+        return "'" + v + "'"
+    if is_undefined(v):
+        return "Undefined"
+    if v is None:
+        return "None"
+    return as_string(v)
+
+
+def as_bool(v: Value) -> bool:
+    if is_undefined(v) or v is None:
+        return False
+    if isinstance(v, (str, list, tuple, dict)):
+        return len(v) > 0
+    if isinstance(v, (int, float)):
+        return v != 0
+    return True
+
+
+def print_parts(v: Value, out: list[str]) -> None:
+    """Upstream's output rule: strings and numbers print, arrays print their elements, the rest nothing."""
+    if isinstance(v, str):
+        out.append(v)
+    elif isinstance(v, (int, float)):
+        out.append(as_string(v))
+    elif isinstance(v, (list, tuple)):
+        for item in v:
+            print_parts(item, out)
+
+
+def printed(v: Value) -> str:
+    out: list[str] = []
+    print_parts(v, out)
+    return "".join(out)
+
+
+def _trunc(x: int | float) -> int:
+    return int(x) if math.isfinite(x) else 0
+
+
+def _hashable(v: Value) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_immutable_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return all(_immutable_hashable(x) for x in v.values())
+    return True
+
+
+def _immutable_hashable(v: Value) -> bool:
+    # Upstream: only immutable, hashable members let containers compare equal; a nested list or
+    # object is mutable, a tuple is immutable when its members are.
+    if isinstance(v, (list, dict)):
+        return False
+    if isinstance(v, tuple):
+        return all(_immutable_hashable(x) for x in v)
+    return True
+
+
+def equal(a: Value, b: Value) -> bool:
+    """Upstream's ``==``: numbers by value, strings by bytes, containers structurally (hashable only)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        # numbers and booleans are equivalent when both their integer and double views agree
+        return float(a) == float(b) and _trunc(a) == _trunc(b)
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if is_undefined(a) or is_undefined(b):
+        return is_undefined(a) and is_undefined(b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if isinstance(a, tuple) != isinstance(b, tuple) or len(a) != len(b):
+            return False
+        if not (_hashable(a) and _hashable(b)):
+            return False
+        return all(equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        if len(a) != len(b) or not (_hashable(a) and _hashable(b)):
+            return False
+        return all(equal(ka, kb) and equal(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True))
+    return a is b
+
+
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+    "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y, "le": lambda x, y: x <= y,
+}
+
+
+def compare(a: Value, b: Value, op: str) -> bool:
+    """Upstream's ``value_compare`` (tests, sort, min/max, dictsort): numbers, then strings by bytes."""
+    fn = _ORDER[op]
+    if is_number(a) and is_number(b):
+        return bool(fn(float(a), float(b)))
+    if (isinstance(a, str) and (is_number(b) or isinstance(b, str))) or (isinstance(b, str) and is_number(a)):
+        return bool(fn(as_string(a).encode(), as_string(b).encode()))
+    if isinstance(a, bool) and isinstance(b, bool):
+        if op in ("eq", "ne"):
+            return bool(fn(a, b))
+        raise TemplateError("Unsupported comparison operator for bool type")
+    return False
+
+
+def utf8_len(s: str) -> int:
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+def utf8_index(s: str, index: int) -> Value:
+    """One byte of the string as a string (a lone byte of a multi-byte character decodes lossily)."""
+    data = s.encode("utf-8", "surrogatepass")
+    if 0 <= index < len(data):
+        return data[index:index + 1].decode("utf-8", "replace")
+    return None
