@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -383,6 +384,41 @@ static ojson op_jinja_render(const ojson & req) {
     return jinja::runtime::gather_string_parts(results)->as_string().str();
 }
 
+// For benchmarks: lex + parse once, then render `iterations` times as upstream's chat path does
+// per request (context from JSON, execute, gather), timed inside the process with a monotonic
+// clock so that the JSON-lines transport is not in the figures.
+static ojson op_jinja_render_timing(const ojson & req) {
+    const std::string src = req_string(req, "template");
+    const ojson context = req.contains("context") ? req.at("context") : ojson::object();
+    const int64_t iterations = opt_int(req, "iterations", 10);
+    if (!context.is_object() || iterations < 1 || iterations > 100000) {
+        throw bad_request("need an object 'context' and 1 <= 'iterations' <= 100000");
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    jinja::lexer lexer;
+    auto lexed = lexer.tokenize(src);
+    jinja::program prog = jinja::parse_from_tokens(lexed);
+    const auto t1 = clock::now();
+    const common_json input = to_common(context);
+    ojson render_us = ojson::array();
+    std::string out;
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto r0 = clock::now();
+        jinja::context ctx(src);
+        jinja::global_from_json(ctx, input, true);
+        jinja::runtime runtime(ctx);
+        const jinja::value results = runtime.execute(prog);
+        out = jinja::runtime::gather_string_parts(results)->as_string().str();
+        render_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - r0).count());
+    }
+    return {
+        {"parse_us", std::chrono::duration<double, std::micro>(t1 - t0).count()},
+        {"render_us", render_us},
+        {"output_size", out.size()},
+    };
+}
+
 static ojson op_caps(const ojson & req) {
     common_chat_template tmpl(req_string(req, "template"), "", "");
     ojson out = ojson::object();
@@ -648,6 +684,7 @@ static const std::map<std::string, op_fn> & operations() {
     static const std::map<std::string, op_fn> ops = {
         {"version", op_version},
         {"jinja_render", op_jinja_render},
+        {"jinja_render_timing", op_jinja_render_timing},
         {"caps", op_caps},
         {"chat_apply", op_chat_apply},
         {"chat_parse", op_chat_parse},
