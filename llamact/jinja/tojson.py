@@ -10,12 +10,13 @@ functions and other values print ``null`` as upstream does.
 
 from __future__ import annotations
 
+import json.encoder
 import math
 from typing import Any
 
 from jinja2.runtime import LoopContext, Undefined
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_encode_string = json.encoder.encode_basestring  # the C implementation where available
 
 
 def format_g(x: float) -> str:
@@ -28,17 +29,10 @@ def format_g(x: float) -> str:
 
 
 def _string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        esc = _ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    # The C encoder of the json module escapes exactly what upstream does for text ('"', '\\',
+    # \b \f \n \r \t, other controls as lowercase \u00xx, nothing else): same bytes, much faster
+    # than a per-character loop (tojson of tool schemas dominates some templates' render time).
+    return _encode_string(s)
 
 
 def _write(out: list[str], v: Any, level: int, indent: int, item_sep: str, key_sep: str) -> None:
