@@ -101,13 +101,19 @@ def _jinja_runner(case: Case) -> Json:
     return render(case.input["template"], case.input["context"], now=ORACLE_NOW, source_name=case.id)
 
 
+def _caps_runner(case: Case) -> Json:
+    from ..jinja.caps import template_caps
+
+    return template_caps(case.input["template"]).to_map()
+
+
 def components(model_runners: ModelRunners | None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here."""
     return [
         Component("jinja", "upstream's test-jinja vectors: render output or error", _jinja_runner),
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
                   _jinja_runner),
-        Component("caps", "template capability maps, every vendored template"),
+        Component("caps", "template capability maps, every vendored template", _caps_runner),
         Component("template_render", "prompts: every template x the scenario matrix"),
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix"),

@@ -1,0 +1,435 @@
+"""Template capabilities, probed as llama.cpp v0.5.0 does (``common/jinja/caps.cpp``).
+
+    template_caps(source) -> TemplateCaps          (cached by source, bounded)
+    TemplateCaps.to_map() -> dict[str, bool]        (upstream's ``caps::to_map``: the nine ``supports_*`` keys)
+
+Enters: Jinja template source. Leaves: a frozen ``TemplateCaps``. Upstream's conclusions come from
+rendering its seven probe conversations (context: the messages, ``tools`` (``[]`` when none),
+``bos_token``/``eos_token`` ``""``, ``add_generation_prompt`` true, plus the probe's extra variables)
+with usage tracking on: every input value records whether the template used it and how (``ops``):
+identifier lookups, member access (``array_access``/``object_access``, the builtin names tried on
+it), filters and methods applied, ``test_is_<name>`` tests, for-loop iteration, and the deep use of
+``tojson``/``string``. A probe that fails to render counts as upstream's failed execution.
+``supports_thinking`` is ours (not in upstream's map, so not in ``to_map``): the template source
+holds a known thinking marker (``THINKING_MARKERS``).
+Raises ``JinjaSyntaxError`` when the source does not compile (upstream's template constructor
+throws before probing).
+
+The tracking lives only here: probes render with a separate environment (``ProbeEnvironment``)
+whose compiled templates route identifier loads, member access, filters, tests and loops through
+marking hooks, over input values wrapped in identity-preserving ``str``/``dict``/``list``
+subclasses. The normal environment and render path are untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.runtime import LoopContext
+from jinja2.visitor import NodeTransformer
+
+from . import CompiledTemplate, JinjaException, compile_template
+from .environment import LlamaEnvironment, _Filters, _Tests, member
+from .filters import _COERCED, ALIASES
+from .methods import builtins_for, tojson
+from .tests import TESTS
+from .values import as_string, is_int, is_undefined
+
+THINKING_MARKERS = ("<think>", "</think>", "[THINK]", "[/THINK]", "<seed:think>", "<|START_THINKING|>",
+                    "<|begin_of_thought|>", "<thinking>", "◁think▷", "<|channel|>analysis", "<|think|>")
+_DEEP = frozenset({"tojson", "string"})
+
+
+@dataclass(frozen=True)
+class TemplateCaps:
+    """What a template supports; defaults are upstream's (``caps.h``) plus ``supports_thinking``."""
+
+    supports_tools: bool = True
+    supports_tool_calls: bool = True
+    supports_system_role: bool = True
+    supports_parallel_tool_calls: bool = True
+    supports_preserve_reasoning: bool = False
+    supports_reasoning_effort: bool = False
+    supports_string_content: bool = True
+    supports_typed_content: bool = False
+    supports_object_arguments: bool = False
+    supports_thinking: bool = False
+
+    def to_map(self) -> dict[str, bool]:
+        """Upstream's ``caps::to_map`` (a ``std::map``: keys sorted); ``supports_thinking`` excluded."""
+        return {f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)
+                if f.name != "supports_thinking"}
+
+
+# -- tracked input values -------------------------------------------------------------------------
+
+
+class _Tracked:
+    """Upstream's ``value_t::stats``: ``used`` and the set of ``ops`` applied to this value."""
+
+    used: bool
+    ops: set[str]
+
+
+class _TStr(str, _Tracked):
+    pass
+
+
+class _TDict(dict[str, Any], _Tracked):
+    pass
+
+
+class _TList(list[Any], _Tracked):
+    pass
+
+
+def track(v: Any) -> Any:
+    """A JSON-shaped value with every string, object and array wrapped (fresh, unmarked)."""
+    out: Any
+    if isinstance(v, str):
+        out = _TStr(v)
+    elif isinstance(v, dict):
+        out = _TDict((k, track(x)) for k, x in v.items())
+    elif isinstance(v, list):
+        out = _TList(track(x) for x in v)
+    else:
+        return v
+    out.used = False
+    out.ops = set()
+    return out
+
+
+def _mark(v: Any) -> None:
+    if isinstance(v, _Tracked):
+        v.used = True
+
+
+def _op(v: Any, name: str) -> None:
+    if isinstance(v, _Tracked):
+        v.used = True
+        v.ops.add(name)
+
+
+def _mark_deep(v: Any) -> None:
+    _mark(v)
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            _mark_deep(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _mark_deep(x)
+
+
+def _deep_on_call(fn: Callable[..., Any], target: Any) -> Callable[..., Any]:
+    """A bound ``tojson``/``string`` that marks its input deeply when invoked, as upstream's do."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _mark_deep(target)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def _global_tojson(*args: Any, **kwargs: Any) -> Any:
+    if args:
+        _mark_deep(args[0])
+    return tojson(*args, **kwargs)
+
+
+# -- the probe environment ------------------------------------------------------------------------
+
+
+def _probe_member(obj: Any, prop: Any, computed: bool) -> Any:
+    """``member`` plus upstream's stats marking (runtime.cpp member_expression)."""
+    if isinstance(obj, LoopContext) or (callable(obj) and not is_undefined(obj)):
+        return member(obj, prop, computed)
+    if not computed and isinstance(prop, str):
+        _op(obj, prop)  # try_builtin_func(ctx, prop, object, true)
+        if builtins_for(obj).get(prop) is not None:
+            val = member(obj, prop, computed)
+            return _deep_on_call(val, obj) if prop in _DEEP else val
+    val = member(obj, prop, computed)
+    if is_undefined(prop) or is_undefined(obj):
+        return val
+    builtin_tried = False
+    if isinstance(obj, dict):
+        try:
+            builtin_tried = prop not in obj
+        except TypeError:
+            builtin_tried = False
+        if builtin_tried:
+            _op(obj, prop if isinstance(prop, str) else as_string(prop))
+    elif isinstance(obj, (list, tuple, str)):
+        if isinstance(prop, str):
+            builtin_tried = True
+            _op(obj, prop)
+    elif isinstance(prop, str):
+        builtin_tried = True
+        _op(obj, prop)
+    _mark(val)
+    _mark(obj)
+    _mark(prop)
+    if is_int(prop):
+        _op(obj, "array_access")
+    elif isinstance(prop, str):
+        _op(obj, "object_access")
+    if builtin_tried and prop in _DEEP and callable(val) and not is_undefined(val):
+        return _deep_on_call(val, obj)
+    return val
+
+
+class _ProbeFilters(_Filters):
+    def __init__(self) -> None:
+        super().__init__()
+        base_iter = self["__llamact_iter"]
+        base_slice = self["__llamact_slice"]
+
+        def iterate(value: Any, unpack: bool) -> Any:
+            _op(value, "array_access")
+            if isinstance(value, dict):
+                _op(value, "object_access")
+            elif isinstance(value, (list, tuple)):
+                _op(value, "array_access")
+            return base_iter(value, unpack)
+
+        def slice_of(obj: Any, start: Any, stop: Any, step: Any) -> Any:
+            _op(obj, "slice")
+            return base_slice(obj, start, stop, step)
+
+        def use(value: Any) -> Any:
+            _mark(value)
+            return value
+
+        self["__llamact_iter"] = iterate
+        self["__llamact_slice"] = slice_of
+        self["__llamact_use"] = use
+
+    def __missing__(self, name: str) -> Any:
+        base = super().__missing__(name)
+        target_name = ALIASES.get(name, name)
+
+        def dispatch(value: Any, *args: Any, **kwargs: Any) -> Any:
+            coerced = target_name in _COERCED and not is_undefined(value) and not isinstance(value, str)
+            if not coerced:
+                _op(value, target_name)
+                if target_name in _DEEP and builtins_for(value).get(target_name) is not None:
+                    _mark_deep(value)
+            return base(value, *args, **kwargs)
+
+        return dispatch
+
+
+class _ProbeTests(_Tests):
+    def __missing__(self, name: str) -> Any:
+        base = super().__missing__(name)
+
+        def test(value: Any, *args: Any) -> Any:
+            if name in TESTS:
+                _op(value, "test_is_" + name)
+            return base(value, *args)
+
+        return test
+
+
+class _UseTracker(NodeTransformer):
+    """Routes every identifier load through ``__llamact_use`` (upstream marks found identifiers used)."""
+
+    def visit_Name(self, node: nodes.Name) -> nodes.Node:
+        if node.ctx != "load":
+            return node
+        out = nodes.Filter(node, "__llamact_use", [], [], None, None)
+        out.set_lineno(node.lineno)
+        return out
+
+
+class ProbeEnvironment(LlamaEnvironment):
+    """``LlamaEnvironment`` whose templates record upstream's usage stats on tracked inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filters = _ProbeFilters()
+        self.tests = _ProbeTests()
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        out = _UseTracker().visit(super()._parse(source, name, filename))
+        assert isinstance(out, nodes.Template)
+        return out
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        return _probe_member(obj, attribute, computed=False)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if isinstance(argument, slice):
+            _op(obj, "slice")
+            return super().getitem(obj, argument)
+        return _probe_member(obj, argument, computed=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_environment() -> ProbeEnvironment:
+    return ProbeEnvironment()
+
+
+# -- the probes (caps.cpp caps_get) ---------------------------------------------------------------
+
+_CONTENT_MARKER = "STRING_MARKER"
+_REASONING_PLACEHOLDER = "<REASONING_CONTENT_PLACEHOLDER>"
+_TOOLS = [{
+    "name": "tool",
+    "type": "function",
+    "function": {
+        "name": "tool1",
+        "description": "Tool description",
+        "parameters": {
+            "type": "object",
+            "properties": {"arg": {"type": "string", "description": "Arg description"}},
+            "required": ["arg"],
+        },
+    },
+}]
+
+
+def _call(call_id: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "tool1", "arguments": arguments}}
+
+
+def _tool_conversation(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "User message"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "content": "Tool response", "tool_call_id": "call00001"},
+        {"role": "assistant", "content": "The tool response was 'tool response'"},
+        {"role": "user", "content": "User message"},
+    ]
+
+
+@dataclass
+class _Run:
+    success: bool
+    output: str
+    messages: Any
+    tools: Any
+    context: dict[str, Any]
+
+
+def _execute(template: CompiledTemplate, messages: list[Any], tools: list[Any] | None = None,
+             extra: Callable[[dict[str, Any]], None] | None = None) -> _Run:
+    context: dict[str, Any] = {
+        "messages": track(messages),
+        "tools": track(tools if tools is not None else []),
+        "bos_token": track(""),
+        "eos_token": track(""),
+        "add_generation_prompt": True,
+    }
+    if extra is not None:
+        extra(context)
+    variables = dict(context)
+    variables["tojson"] = _global_tojson
+    try:
+        output, success = template.render(variables), True
+    except JinjaException:
+        output, success = "", False
+    return _Run(success, output, context["messages"], context["tools"], context)
+
+
+def _preserve_reasoning(ctx: dict[str, Any]) -> None:
+    ctx["enable_thinking"] = True
+    for key, enabled in (("preserve_thinking", True), ("clear_thinking", False),
+                         ("truncate_history_thinking", False), ("drop_thinking", False)):
+        ctx[key] = enabled
+
+
+def _reasoning_effort(ctx: dict[str, Any]) -> None:
+    ctx["enable_thinking"] = True
+    effort = track("low")  # one value bound to both names, as upstream does for its stats
+    ctx["reasoning_effort"] = effort
+    ctx["reasoning_strength"] = effort
+
+
+def _probe(template: CompiledTemplate) -> dict[str, bool]:
+    caps: dict[str, bool] = {f.name: bool(f.default) for f in fields(TemplateCaps)
+                             if f.name != "supports_thinking"}
+
+    run = _execute(template, [{"role": "user", "content": _CONTENT_MARKER}])
+    content = run.messages[0]["content"]
+    checks_for_string = "test_is_string" in content.ops
+    used_as_array = "selectattr" in content.ops or "array_access" in content.ops
+    if used_as_array:
+        caps["supports_typed_content"] = True
+    if not run.success or (used_as_array and _CONTENT_MARKER not in run.output):
+        caps["supports_string_content"] = False
+    if checks_for_string:
+        run = _execute(template, [{"role": "user", "content": []}])
+        content = run.messages[0]["content"]
+        if run.success and ("selectattr" in content.ops or "array_access" in content.ops):
+            caps["supports_typed_content"] = True
+
+    run = _execute(template, [{"role": "system", "content": "System message"},
+                              {"role": "user", "content": "User message"}])
+    if not run.messages[0]["content"].used:
+        caps["supports_system_role"] = False
+
+    run = _execute(template, _tool_conversation([_call("call00001", {"arg": "value"})]), _TOOLS)
+    if run.success:
+        if not run.tools[0]["function"]["name"].used:
+            caps["supports_tools"] = False
+        tool_calls = run.messages[1]["tool_calls"]
+        if not tool_calls.used:
+            caps["supports_tool_calls"] = False
+        elif tool_calls[0]["function"]["arguments"]["arg"].used:
+            caps["supports_object_arguments"] = True
+
+    if not caps["supports_object_arguments"]:
+        run = _execute(template, _tool_conversation([_call("call00001", '{"arg": "value"}')]), _TOOLS)
+        if not run.success:
+            caps["supports_tool_calls"] = False
+            caps["supports_tools"] = False
+        else:
+            if not run.tools[0]["function"]["name"].used:
+                caps["supports_tools"] = False
+            if not run.messages[1]["tool_calls"].used:
+                caps["supports_tool_calls"] = False
+
+    args: Any = {"arg": "value"} if caps["supports_object_arguments"] else '{"arg": "value"}'
+    run = _execute(template, _tool_conversation([_call("call00001", args), _call("call00002", args)]), _TOOLS)
+    if not run.success or not run.messages[1]["tool_calls"][1]["function"].used:
+        caps["supports_parallel_tool_calls"] = False
+
+    run = _execute(template, [
+        {"role": "user", "content": "User message"},
+        {"role": "assistant", "content": "Assistant message", "reasoning_content": _REASONING_PLACEHOLDER},
+        {"role": "user", "content": "User message"},
+        {"role": "assistant", "content": "Assistant message", "reasoning_content": "Reasoning content"},
+        {"role": "user", "content": "User message"},
+    ], extra=_preserve_reasoning)
+    if _REASONING_PLACEHOLDER in run.output:
+        caps["supports_preserve_reasoning"] = True
+
+    run = _execute(template, [{"role": "user", "content": "User message"}], extra=_reasoning_effort)
+    caps["supports_reasoning_effort"] = run.context["reasoning_effort"].used
+    return caps
+
+
+def supports_thinking(source: str) -> bool:
+    """Whether ``source`` holds one of the known thinking markers (``THINKING_MARKERS``)."""
+    return any(marker in source for marker in THINKING_MARKERS)
+
+
+@functools.lru_cache(maxsize=128)
+def template_caps(source: str) -> TemplateCaps:
+    """The capabilities of ``source`` (cached by content). Raises JinjaSyntaxError for bad source."""
+    compile_template(source, "caps")  # upstream's constructor parses (and throws) before probing
+    try:
+        probe_template = _probe_environment().from_string(source)
+    except jinja2.TemplateError as exc:  # pragma: no cover - compile_template refused it first
+        raise JinjaException(str(exc), "caps") from None
+    template = CompiledTemplate(source, "caps", probe_template)
+    return TemplateCaps(**_probe(template), supports_thinking=supports_thinking(source))
+
+
+__all__ = ["TemplateCaps", "template_caps", "supports_thinking", "THINKING_MARKERS", "ProbeEnvironment", "track"]
