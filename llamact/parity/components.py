@@ -85,6 +85,12 @@ class ModelRunners:
         }
 
 
+def _peg_grammar_runner(case: Case) -> Json:
+    from ..peg import arena_to_gbnf, load_arena
+
+    return arena_to_gbnf(load_arena(case.input["parser"]), lazy=case.input["lazy"])
+
+
 def _json_schema_runner(case: Case) -> Json:
     from ..grammar import json_schema_to_grammar
 
@@ -118,7 +124,7 @@ def components(model_runners: ModelRunners | None) -> list[Component]:
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix"),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses"),
-        Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not"),
+        Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not", _peg_grammar_runner),
         Component("json_schema", "upstream's JSON-schema -> GBNF vectors", _json_schema_runner),
         Component("tokenize", "tokenization with the real models",
                   model_runners.tokenize if model_runners else None),
