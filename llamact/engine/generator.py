@@ -21,7 +21,7 @@ from ..native._library import native
 from ..native.context import Context
 from ..native.llama_h import LLAMA_TOKEN_NULL
 from ..native.sampler import SamplerChain
-from ..native.shim import DECODE_EXCEPTION, ErrorBuffer
+from ..native.shim import ErrorBuffer
 from .detokenizer import Utf8Stream
 from .stops import StopMatcher
 
@@ -135,11 +135,6 @@ def _token_loop(
     string_at = ctypes.string_at
     context._abort_flag.value = 0
 
-    def check_decode(rc: int) -> None:
-        if rc == DECODE_EXCEPTION:
-            raise LlamaInferenceException(f"llama_decode failed inside llama.cpp: {err.message}")
-        context._raise_decode_error(rc)
-
     # Prompt, in batches of at most n_batch tokens (upstream requires it).
     t0 = time.perf_counter()
     n_batch = context.n_batch
@@ -155,7 +150,7 @@ def _token_loop(
             reason = StopReason.CANCELLED
             break
         if rc != 0:
-            check_decode(rc)
+            context._raise_decode_error(rc, err.message)
     n_past += len(prompt_tokens)
     t1 = time.perf_counter()
     prompt_ms = (t1 - t0) * 1000
@@ -188,7 +183,7 @@ def _token_loop(
                 elif rc == 2:
                     reason = StopReason.CANCELLED
                 elif rc != 0:
-                    check_decode(rc)
+                    context._raise_decode_error(rc, err.message)
                 else:
                     raise sampler.abandon("a generation step", err.message)
                 break

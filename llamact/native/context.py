@@ -13,6 +13,7 @@ from . import llama_h, log
 from ._handle import NativeHandle
 from ._library import native
 from .model import Model
+from .shim import DECODE_EXCEPTION, ErrorBuffer
 
 
 @dataclass(frozen=True)
@@ -195,11 +196,15 @@ class Context(NativeHandle):
         if batch.n_tokens == 0:
             raise LlamaInferenceException("cannot decode an empty batch")
         self._abort_flag.value = 0
-        rc = self._lib.llama_decode(self.ptr, batch.struct)
+        err = ErrorBuffer()
+        rc = native().shim.llamact_decode(self.ptr, batch.struct, *err.args)
         if rc != 0:
-            self._raise_decode_error(rc)
+            self._raise_decode_error(rc, err.message)
 
-    def _raise_decode_error(self, rc: int) -> None:
+    def _raise_decode_error(self, rc: int, native_error: str = "") -> None:
+        """The exception for a non-zero llamact_decode code (``native_error``: a caught C++ exception)."""
+        if rc == DECODE_EXCEPTION:
+            raise LlamaInferenceException(f"llama_decode failed inside llama.cpp: {native_error}", {"code": rc})
         if rc == 1:
             raise LlamaContextException(
                 f"the context is full ({self.n_ctx} tokens); use a larger n_ctx or shorten the input",
