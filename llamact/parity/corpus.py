@@ -216,9 +216,11 @@ def _parse_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -
             expected = {"error": {"kind": "parse", "message": step["error"]}} if "error" in step else step["message"]
             step_id = f"{stream_id}@{end}{'' if partial else '/final'}"
             corpus.add(Case("chat_parse", f"chat_parse/{step_id}", name, parse_input, expected))
-            if "diffs" in step:
+            if "diffs" in step or "diffs_error" in step:
+                error = {"error": {"kind": "diff", "message": step.get("diffs_error")}}
+                diffs = step["diffs"] if "diffs" in step else error
                 corpus.add(Case("msg_diffs", f"msg_diffs/{step_id}", name, {"stream": stream_id, "end": end,
-                                "is_partial": partial}, step["diffs"]))
+                                "is_partial": partial}, diffs))
         if applied.get("parser"):
             for lazy in (False, True):
                 request = {"parser": applied["parser"], "lazy": lazy}

@@ -19,6 +19,7 @@
 #include "llama.h"
 #include "log.h"
 #include "peg-parser.h"
+#include "chat-peg-parser.h"
 
 #include "jinja/caps.h"
 #include "jinja/lexer.h"
@@ -520,6 +521,35 @@ static ojson op_chat_parse(const ojson & req) {
     return msg_to_json(common_chat_parse(text, opt_bool(req, "is_partial", false), params));
 }
 
+// Upstream's parse cost for a stream: common_chat_parse on each given prefix end (partial), and
+// the whole text (final), timed with a monotonic clock; prefix ends are byte offsets.
+static ojson op_chat_parse_timing(const ojson & req) {
+    common_chat_parser_params params;
+    params.format            = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
+    params.generation_prompt = opt_string(req, "generation_prompt", "");
+    params.parser            = arena_from_request(req, "parser");
+    const std::string text = req_string(req, "text");
+    const ojson ends = require(req, "ends");
+    using clock = std::chrono::steady_clock;
+    ojson step_us = ojson::array();
+    size_t checksum = 0;
+    for (const auto & e : ends) {
+        const size_t end = std::min<size_t>(e.get<size_t>(), text.size());
+        const auto t0 = clock::now();
+        const common_chat_msg msg = common_chat_parse(text.substr(0, end), true, params);
+        step_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        checksum += msg.content.size() + msg.reasoning_content.size() + msg.tool_calls.size();
+    }
+    ojson full_us = ojson::array();
+    for (int64_t i = 0; i < opt_int(req, "full_iterations", 5); i++) {
+        const auto t0 = clock::now();
+        const common_chat_msg msg = common_chat_parse(text, false, params);
+        full_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        checksum += msg.content.size();
+    }
+    return {{"step_us", step_us}, {"full_us", full_us}, {"checksum", checksum}};
+}
+
 static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
     ojson out = ojson::array();
     for (const auto & d : diffs) {
@@ -562,16 +592,26 @@ static ojson op_chat_parse_stream(const ojson & req) {
                 continue;
             }
             ojson step = {{"end", end}, {"is_partial", is_partial}};
+            common_chat_msg msg;
             try {
-                common_chat_msg msg = common_chat_parse(text.substr(0, end), is_partial, params);
-                step["message"] = msg_to_json(msg);
-                if (!msg.empty()) {
-                    msg.set_tool_call_ids(ids_cache, gen_id);
-                    step["diffs"] = diffs_to_json(common_chat_msg_diff::compute_diffs(previous, msg));
-                    previous = msg;
-                }
+                msg = common_chat_parse(text.substr(0, end), is_partial, params);
             } catch (const std::exception & e) {
                 step["error"] = e.what();
+                steps.push_back(step);
+                continue;
+            }
+            step["message"] = msg_to_json(msg);
+            if (!msg.empty()) {
+                // as the server: the new message replaces the previous one before the diffs,
+                // which may throw ("Invalid diff: ...") while the parse itself succeeded
+                msg.set_tool_call_ids(ids_cache, gen_id);
+                const common_chat_msg prv = previous;
+                previous = msg;
+                try {
+                    step["diffs"] = diffs_to_json(common_chat_msg_diff::compute_diffs(prv, msg));
+                } catch (const std::exception & e) {
+                    step["diffs_error"] = e.what();
+                }
             }
             steps.push_back(step);
         }
@@ -596,6 +636,177 @@ static ojson op_peg_grammar(const ojson & req) {
     }
     const bool lazy = opt_bool(req, "lazy", false);
     return build_grammar([&](const common_grammar_builder & builder) { arena.build_grammar(builder, lazy); });
+}
+
+// --- PEG executor and builder, below the chat layer --------------------------------------------
+
+static std::string text_from_request(const ojson & req) {
+    auto hex = req.find("text_hex");
+    if (hex == req.end()) {
+        return req_string(req, "text");
+    }
+    if (!hex->is_string() || hex->get<std::string>().size() % 2 != 0) {
+        throw bad_request("field 'text_hex' must be a string of hex digit pairs");
+    }
+    const std::string h = hex->get<std::string>();
+    std::string out;
+    for (size_t i = 0; i < h.size(); i += 2) {
+        out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+    }
+    return out;
+}
+
+static ojson ast_to_json(const common_peg_ast_arena & ast, common_peg_ast_id id) {
+    const auto & node = ast.get(id);
+    ojson invalid = ojson::array();
+    for (const auto & run : node.invalid_utf8) {
+        invalid.push_back({run.pos, run.len});
+    }
+    ojson children = ojson::array();
+    for (auto child : node.children) {
+        children.push_back(ast_to_json(ast, child));
+    }
+    return {{"rule", node.rule}, {"tag", node.tag}, {"start", node.start}, {"end", node.end},
+            {"is_partial", node.is_partial}, {"invalid_utf8", invalid}, {"children", children}};
+}
+
+static ojson peg_result_to_json(const common_peg_arena & arena, const std::string & text, common_peg_parse_flags flags,
+                                size_t start) {
+    common_peg_parse_context ctx(text, flags);
+    const auto result = arena.parse(ctx, start);
+    ojson nodes = ojson::array();
+    for (auto id : result.nodes) {
+        nodes.push_back(ast_to_json(ctx.ast, id));
+    }
+    ojson invalid = ojson::array();
+    for (const auto & run : result.invalid_utf8) {
+        invalid.push_back({run.pos, run.len});
+    }
+    return {{"type", common_peg_parse_result_type_name(result.type)}, {"start", result.start}, {"end", result.end},
+            {"nodes", nodes}, {"invalid_utf8", invalid}};
+}
+
+// One raw parse: the result (type, start, end, invalid runs) and the AST reachable from it.
+static ojson op_peg_parse(const ojson & req) {
+    const common_peg_arena arena = arena_from_request(req, "parser");
+    common_peg_parse_flags flags = opt_bool(req, "lenient", true) ? COMMON_PEG_PARSE_FLAG_LENIENT : COMMON_PEG_PARSE_FLAG_NONE;
+    return peg_result_to_json(arena, text_from_request(req), flags, (size_t) opt_int(req, "start", 0));
+}
+
+// peg_parse on every UTF-8-safe prefix of the text that is at least 'from' bytes long, answered
+// as the 64-bit FNV-1a digest (hex) of each result's compact JSON: cheap to carry for long streams.
+static ojson op_peg_parse_stream(const ojson & req) {
+    const common_peg_arena arena = arena_from_request(req, "parser");
+    common_peg_parse_flags flags = opt_bool(req, "lenient", true) ? COMMON_PEG_PARSE_FLAG_LENIENT : COMMON_PEG_PARSE_FLAG_NONE;
+    const std::string text = text_from_request(req);
+    ojson out = ojson::array();
+    for (size_t end = (size_t) opt_int(req, "from", 0); end <= text.size(); end++) {
+        if (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+            continue;
+        }
+        const std::string dumped = peg_result_to_json(arena, text.substr(0, end), flags, 0).dump();
+        uint64_t h = 14695981039346656037ULL;
+        for (unsigned char c : dumped) {
+            h = (h ^ c) * 1099511628211ULL;
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long) h);
+        out.push_back({{"end", end}, {"digest", hex}});
+    }
+    return out;
+}
+
+static std::vector<std::string> opt_strings(const ojson & req, const char * key) {
+    std::vector<std::string> out;
+    auto it = req.find(key);
+    if (it != req.end() && !it->is_null()) {
+        for (const auto & s : *it) {
+            out.push_back(s.get<std::string>());
+        }
+    }
+    return out;
+}
+
+static common_json opt_json(const ojson & req, const char * key) {
+    auto it = req.find(key);
+    return it == req.end() ? common_json() : to_common(*it);
+}
+
+// Upstream's builder helpers by name; the result becomes the root. Parser arguments are literals.
+static common_peg_parser build_helper(common_chat_peg_builder & p, const ojson & req) {
+    const std::string helper = req_string(req, "helper");
+    auto literals = [&](const char * key) {
+        std::vector<common_peg_parser> out;
+        for (const auto & s : opt_strings(req, key)) {
+            out.push_back(p.literal(s));
+        }
+        return out;
+    };
+    if (helper == "standard_json_tools") {
+        return p.standard_json_tools(opt_string(req, "section_start", ""), opt_string(req, "section_end", ""),
+                                     opt_json(req, "tools"), opt_bool(req, "parallel_tool_calls", false),
+                                     opt_bool(req, "force_tool_calls", false), opt_string(req, "name_key", ""),
+                                     opt_string(req, "args_key", ""), opt_bool(req, "array_wrapped", false),
+                                     opt_bool(req, "function_is_key", false), opt_string(req, "call_id_key", ""),
+                                     opt_string(req, "gen_call_id_key", ""), opt_strings(req, "parameters_order"),
+                                     opt_bool(req, "accept_openai_wrapper", false));
+    }
+    if (helper == "standard_constructed_tools") {
+        std::map<std::string, std::string> markers;
+        auto it = req.find("markers");
+        if (it != req.end() && it->is_object()) {
+            for (const auto & [k, v] : it->items()) {
+                markers[k] = v.get<std::string>();
+            }
+        }
+        return p.standard_constructed_tools(markers, opt_json(req, "tools"), opt_bool(req, "parallel_tool_calls", false),
+                                            opt_bool(req, "force_tool_calls", false));
+    }
+    if (helper == "python_style_tool_calls") {
+        return p.python_style_tool_calls(opt_json(req, "tools"), opt_bool(req, "parallel_tool_calls", false),
+                                         opt_bool(req, "allow_json_literals", false));
+    }
+    if (helper == "permute") {
+        return p.permute(opt_string(req, "rule_prefix", "perm"), literals("literals"));
+    }
+    if (helper == "prefix") {
+        return p.prefix(req_string(req, "s"), opt_string(req, "delimiter", ""));
+    }
+    if (helper == "optspace") {
+        return p.optspace(req_string(req, "s"));
+    }
+    if (helper == "tag_with_safe_content") {
+        return p.tag_with_safe_content(req_string(req, "tag_name"), opt_string(req, "marker", ""),
+                                       p.literal(req_string(req, "literal")));
+    }
+    if (helper == "schema") {
+        return p.schema(p.json(), req_string(req, "name"), opt_json(req, "schema"), opt_bool(req, "raw", false));
+    }
+    if (helper == "chars") {
+        return p.chars(req_string(req, "classes"), (int) opt_int(req, "min", 1), (int) opt_int(req, "max", -1));
+    }
+    if (helper == "json") { return p.json(); }
+    if (helper == "python_value") { return p.python_value(); }
+    if (helper == "quoted_string") { return p.quoted_string(); }
+    if (helper == "marker") { return p.marker(); }
+    if (helper == "json_member") { return p.json_member(req_string(req, "key"), p.json()); }
+    throw bad_request("unknown builder helper '" + helper + "'");
+}
+
+static ojson op_peg_build(const ojson & req) {
+    common_chat_peg_builder builder;
+    builder.set_root(build_helper(builder, req));
+    const common_peg_arena arena = builder.build();
+    ojson out = {{"parser", from_common(arena.to_json())}};
+    for (const bool lazy : {false, true}) {
+        try {
+            out[lazy ? "grammar_lazy" : "grammar"] =
+                build_grammar([&](const common_grammar_builder & b) { arena.build_grammar(b, lazy); });
+        } catch (const std::exception & e) {
+            out[lazy ? "grammar_lazy" : "grammar"] = {{"error", e.what()}};
+        }
+    }
+    return out;
 }
 
 static ojson op_tokenize(const ojson & req) {
@@ -689,9 +900,13 @@ static const std::map<std::string, op_fn> & operations() {
         {"chat_apply", op_chat_apply},
         {"chat_parse", op_chat_parse},
         {"chat_parse_stream", op_chat_parse_stream},
+        {"chat_parse_timing", op_chat_parse_timing},
         {"msg_diffs", op_msg_diffs},
         {"json_schema_to_grammar", op_json_schema_to_grammar},
         {"peg_grammar", op_peg_grammar},
+        {"peg_parse", op_peg_parse},
+        {"peg_parse_stream", op_peg_parse_stream},
+        {"peg_build", op_peg_build},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
     };
