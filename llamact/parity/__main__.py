@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     built = time.perf_counter() - started
     runners = ModelRunners(models) if models else None
     try:
-        rows = score(corpus, components(runners))
+        rows = score(corpus, components(runners, corpus))
     finally:
         if runners is not None:
             runners.close()

@@ -8,12 +8,13 @@ as an error result, compared with the oracle's error answers.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import Case
+from .corpus import Case, Corpus
 
 Json = Any
 Runner = Callable[[Case], Json]
@@ -91,6 +92,71 @@ def _peg_grammar_runner(case: Case) -> Json:
     return arena_to_gbnf(load_arena(case.input["parser"]), lazy=case.input["lazy"])
 
 
+class ChatParseRunners:
+    """The chat_parse and msg_diffs runners. Parses are fresh (one compiled parser per arena);
+    diffs replay each stream as the server does, through one resumable ChatOutputParser."""
+
+    def __init__(self, corpus: Corpus | None) -> None:
+        self._compiled: dict[int, tuple[Json, Any]] = {}
+        self._finals: dict[str, Case] = {}
+        self._replays: dict[str, dict[tuple[int, bool], Json]] = {}
+        for case in (corpus.cases.get("chat_parse", []) if corpus else []):
+            if case.id.endswith("/final"):
+                self._finals[case.input["stream"]] = case
+
+    def _compile(self, parser: Json) -> Any:
+        from ..chat.output_parser import compile_parser
+
+        # cases of one stream share the parser object; keep it alive so its id stays unique
+        hit = self._compiled.get(id(parser))
+        if hit is None:
+            hit = self._compiled[id(parser)] = (parser, compile_parser(parser))
+        return hit[1]
+
+    def chat_parse(self, case: Case) -> Json:
+        from ..chat.output_parser import ChatOutputParser, ChatParseError
+
+        inp = case.input
+        parser = ChatOutputParser(self._compile(inp.get("parser")), inp["format"], inp.get("generation_prompt") or "")
+        try:
+            return parser.parse(inp["text"], inp["is_partial"]).to_dict()
+        except ChatParseError as exc:
+            # compared as data (the message text too), not just as "both raised"
+            return {"error": {"kind": "parse", "message": exc.message}}
+
+    def msg_diffs(self, case: Case) -> Json:
+        stream = case.input["stream"]
+        if stream not in self._replays:
+            self._replays[stream] = self._replay(self._finals[stream].input)
+        return self._replays[stream][(case.input["end"], case.input["is_partial"])]
+
+    def _replay(self, inp: Json) -> dict[tuple[int, bool], Json]:
+        from ..chat.diffs import ChatDiffError, compute_diffs, set_tool_call_ids
+        from ..chat.messages import ChatMessage
+        from ..chat.output_parser import ChatOutputParser, ChatParseError
+
+        parser = ChatOutputParser(self._compile(inp.get("parser")), inp["format"], inp.get("generation_prompt") or "")
+        data = inp["text"].encode("utf-8")
+        previous, counter = ChatMessage(), itertools.count()  # ids as the oracle makes them
+        ids: list[str] = []
+        out: dict[tuple[int, bool], Json] = {}
+        steps = [(end, True) for end in range(len(data) + 1) if end == len(data) or data[end] & 0xC0 != 0x80]
+        for end, partial in steps + [(len(data), False)]:
+            try:
+                message = parser.parse(data[:end].decode("utf-8"), partial)
+            except ChatParseError:
+                continue
+            if message.empty():
+                continue
+            set_tool_call_ids(message, ids, lambda: f"call_{next(counter)}")
+            prev, previous = previous, message
+            try:
+                out[(end, partial)] = [d.to_dict() for d in compute_diffs(prev, message)]
+            except ChatDiffError as exc:
+                out[(end, partial)] = {"error": {"kind": "diff", "message": exc.message}}
+        return out
+
+
 def _json_schema_runner(case: Case) -> Json:
     from ..grammar import json_schema_to_grammar
 
@@ -113,8 +179,10 @@ def _caps_runner(case: Case) -> Json:
     return template_caps(case.input["template"]).to_map()
 
 
-def components(model_runners: ModelRunners | None) -> list[Component]:
-    """Every component in pipeline order. Later work plugs its runner in here."""
+def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
+    """Every component in pipeline order. Later work plugs its runner in here. ``corpus`` lets the
+    msg_diffs runner find the streams its cases belong to."""
+    parse_runners = ChatParseRunners(corpus)
     return [
         Component("jinja", "upstream's test-jinja vectors: render output or error", _jinja_runner),
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
@@ -122,8 +190,10 @@ def components(model_runners: ModelRunners | None) -> list[Component]:
         Component("caps", "template capability maps, every vendored template", _caps_runner),
         Component("template_render", "prompts: every template x the scenario matrix"),
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),
-        Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix"),
-        Component("msg_diffs", "streaming diffs between consecutive prefix parses"),
+        Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
+                  parse_runners.chat_parse),
+        Component("msg_diffs", "streaming diffs between consecutive prefix parses",
+                  parse_runners.msg_diffs if corpus is not None else None),
         Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not", _peg_grammar_runner),
         Component("json_schema", "upstream's JSON-schema -> GBNF vectors", _json_schema_runner),
         Component("tokenize", "tokenization with the real models",

@@ -2,7 +2,8 @@
 
 Equality is DESIGN.md's: prompts byte-identical, params identical with the parser compared as
 parsed JSON, parsed messages identical, diff sequences identical, grammars byte-identical; an
-oracle error is matched by a llamact error. Results are JSON values compared structurally.
+oracle error is matched by a llamact error (raised, or answered as the same error data). Results are
+JSON values compared structurally.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def score_component(component: Component, cases: list[Case], max_differences: in
             row.deviation += 1
             continue
         if case.oracle_error:
-            if raised is not None:
+            # a runner may answer an error as data, to have its message compared too
+            if raised is not None or _same(case.expected, got):
                 row.equal += 1
             else:
                 row.different += 1

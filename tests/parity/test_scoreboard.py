@@ -22,7 +22,8 @@ ALL_COMPONENTS = {
     "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_grammar",
     "json_schema", "tokenize", "generate_greedy",
 }
-IMPLEMENTED = {"jinja", "template_jinja", "caps", "json_schema", "peg_grammar", "tokenize", "generate_greedy"}
+IMPLEMENTED = {"jinja", "template_jinja", "caps", "chat_parse", "msg_diffs", "json_schema", "peg_grammar", "tokenize",
+               "generate_greedy"}
 
 
 @pytest.fixture(scope="module")

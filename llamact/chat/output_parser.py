@@ -1,0 +1,77 @@
+"""Model output -> chat message through a template's PEG parser (upstream's ``common_chat_peg_parse``).
+
+The text is prefixed with the generation prompt (the part of the prompt the parser expects to
+see again, e.g. an opened ``<think>``), parsed leniently, and the AST mapped to a message by the
+format's mapper. A parse that fails raises :class:`ChatParseError` with upstream's message, except
+for partial output that matched something (then whatever was recognised so far is returned).
+
+:class:`ChatOutputParser` is the streaming form: feed it the whole output so far after each token;
+it resumes the parse where appended text cannot change it (see ``llamact.peg.executor``) and gives
+the same messages as a fresh parse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import LlamaInferenceException
+from ..peg.arena import Arena, Sequence, Tag, Until
+from ..peg.arena import End as _End
+from ..peg.executor import CompiledParser, IncrementalParser, ParseResult
+from ..peg.serialize import arena_from_json
+from .messages import ChatMessage
+from .peg_mappers import mapper_for_format
+
+#: upstream's parser when a template has none: ``content(rest()) + end()``
+CONTENT_ONLY_ARENA = Arena(parsers=(Until(()), Tag(0, "content"), _End(), Sequence((1, 2))), rules={}, root=3)
+
+
+class ChatParseError(LlamaInferenceException):
+    """The model's output does not match the format its chat template expects."""
+
+
+def compile_parser(parser: Arena | CompiledParser | dict[str, Any] | str | None) -> CompiledParser:
+    """A template's parser (Arena, upstream's arena JSON, or None/empty for content only), compiled."""
+    if isinstance(parser, CompiledParser):
+        return parser
+    if parser is None or parser == "" or (isinstance(parser, Arena) and parser.empty):
+        return CompiledParser(CONTENT_ONLY_ARENA)
+    arena = parser if isinstance(parser, Arena) else arena_from_json(parser)
+    return CompiledParser(arena if not arena.empty else CONTENT_ONLY_ARENA)
+
+
+class ChatOutputParser:
+    """Parses one model output as it grows (or once, whole) into :class:`ChatMessage` values.
+
+    ``parser`` is the template's arena (an :class:`Arena`, upstream's arena JSON, or None for
+    content only); ``format`` the chat format name (it picks the mapper: "peg-gemma4",
+    "peg-minimax-m3", or the generic one); ``generation_prompt`` is prefixed to every text.
+    """
+
+    def __init__(self, parser: Arena | CompiledParser | dict[str, Any] | str | None, format: str = "Content-only",
+                 generation_prompt: str = "") -> None:
+        self.format = format
+        self.generation_prompt = generation_prompt
+        self._mapper = mapper_for_format(format)
+        self._incremental = IncrementalParser(compile_parser(parser), lenient=True)
+
+    def parse(self, text: str, is_partial: bool) -> ChatMessage:
+        """The message for the output ``text`` so far (``is_partial``: more may follow)."""
+        result = self._incremental.parse(self.generation_prompt + text)
+        return self._message(result, is_partial)
+
+    def _message(self, result: ParseResult, is_partial: bool) -> ChatMessage:
+        if result.fail and not (is_partial and result.end > 0):
+            raise ChatParseError(
+                f"The model produced output that does not match the expected {self.format} format",
+                {"format": self.format, "position": result.end},
+            )
+        message = self._mapper(result.nodes)
+        message.role = "assistant"
+        return message
+
+
+def parse_chat_output(text: str, is_partial: bool, parser: Arena | CompiledParser | dict[str, Any] | str | None,
+                      format: str = "Content-only", generation_prompt: str = "") -> ChatMessage:
+    """One parse of ``text`` (upstream's ``common_chat_parse``); raises ChatParseError."""
+    return ChatOutputParser(parser, format, generation_prompt).parse(text, is_partial)
