@@ -33,7 +33,8 @@ class AstNode:
     """One rule or tag match: ``rule`` or ``tag`` (the other is ""), its span, children and
     whether it is partial (its parser needed more input)."""
 
-    __slots__ = ("rule", "tag", "start", "end", "children", "is_partial", "invalid_utf8", "_source", "has_tags")
+    __slots__ = ("rule", "tag", "start", "end", "children", "is_partial", "invalid_utf8", "_source", "has_tags",
+                 "_text")
 
     def __init__(self, rule: str, tag: str, start: int, end: int, source: bytes | Source, children: tuple[AstNode, ...],
                  is_partial: bool, invalid_utf8: tuple[InvalidRun, ...]) -> None:
@@ -47,6 +48,7 @@ class AstNode:
         self.invalid_utf8 = invalid_utf8
         #: whether this node or a descendant is a tag node (lets mappers skip plain rule subtrees)
         self.has_tags: bool = bool(tag) or any(c.has_tags for c in children)
+        self._text: str | None = None
 
     @property
     def raw(self) -> bytes:
@@ -59,7 +61,10 @@ class AstNode:
 
     @property
     def text(self) -> str:
-        return self.raw.decode("utf-8", "replace")
+        # decoded once: a node kept across an incremental parse is mapped again on every token
+        if self._text is None:
+            self._text = self.raw.decode("utf-8", "replace")
+        return self._text
 
     def sanitized_text(self) -> str:
         """The text with every invalid UTF-8 run replaced by one U+FFFD (upstream's sanitized_text)."""

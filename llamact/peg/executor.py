@@ -393,7 +393,8 @@ _HEX = frozenset(b"0123456789abcdefABCDEF")
 def _string(delimiter: str) -> _Fn:
     delim = ord(delimiter) if len(delimiter) == 1 and ord(delimiter) < 256 else -1
     d = re.escape(bytes([delim])) if delim >= 0 else b""
-    skip = re.compile(b"(?:[^" + d + rb"\\]|\\(?:[" + d + rb"\\/bfnrt]|u[0-9a-fA-F]{4}))*")
+    plain = b"[^" + d + rb"\\]*"  # one class in a loop: re scans it in C without backtracking state
+    skip = re.compile(plain + rb"(?:\\(?:[" + d + rb"\\/bfnrt]|u[0-9a-fA-F]{4})" + plain + b")*")
 
     def parse(st: _State, pos: int) -> _Result:
         data, n, lenient = st.data, st.n, st.lenient
