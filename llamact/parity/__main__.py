@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             runners.close()
 
     print(render_table(rows))
-    errors = oracle_errors_by_group(corpus, ["caps", "chat_apply", "chat_parse"])
+    errors = oracle_errors_by_group(corpus, ["caps", "chat_apply", "chat_parse", "msg_diffs"])
     print(f"\ncorpus built in {built:.1f} s (digest {corpus.digest()[:16]}); "
           f"templates where upstream itself errors: {len(errors)}")
     for group, counts in sorted(errors.items()):

@@ -9,6 +9,7 @@ as an error result, compared with the oracle's error answers.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,26 @@ def _peg_grammar_runner(case: Case) -> Json:
     return arena_to_gbnf(load_arena(case.input["parser"]), lazy=case.input["lazy"])
 
 
+def parse_result_json(result: Any) -> Json:
+    """A ParseResult in the oracle's peg_parse shape."""
+    return {"type": result.type, "start": result.start, "end": result.end,
+            "nodes": [n.to_json() for n in result.nodes], "invalid_utf8": [list(x) for x in result.invalid_utf8]}
+
+
+def parse_result_digest(result: Any) -> str:
+    """64-bit FNV-1a of the compact JSON of a ParseResult, as the oracle's peg_parse_stream computes it."""
+    h = 0xCBF29CE484222325
+    for byte in json.dumps(parse_result_json(result), separators=(",", ":"), ensure_ascii=False).encode("utf-8"):
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _peg_arena_runner(case: Case) -> Json:
+    from ..peg import load_arena
+
+    return load_arena(case.input["parser"]).to_json()
+
+
 class ChatParseRunners:
     """The chat_parse and msg_diffs runners. Parses are fresh (one compiled parser per arena);
     diffs replay each stream as the server does, through one resumable ChatOutputParser."""
@@ -100,6 +121,7 @@ class ChatParseRunners:
         self._compiled: dict[int, tuple[Json, Any]] = {}
         self._finals: dict[str, Case] = {}
         self._replays: dict[str, dict[tuple[int, bool], Json]] = {}
+        self._raw: dict[str, dict[int, str]] = {}
         for case in (corpus.cases.get("chat_parse", []) if corpus else []):
             if case.id.endswith("/final"):
                 self._finals[case.input["stream"]] = case
@@ -123,6 +145,22 @@ class ChatParseRunners:
         except ChatParseError as exc:
             # compared as data (the message text too), not just as "both raised"
             return {"error": {"kind": "parse", "message": exc.message}}
+
+    def peg_parse(self, case: Case) -> Json:
+        """The raw parse's digest at this prefix, from one IncrementalParser fed the stream in order."""
+        stream = case.input["stream"]
+        if stream not in self._raw:
+            self._raw[stream] = self._raw_replay(self._finals[stream].input)
+        return self._raw[stream][case.input["end"]]
+
+    def _raw_replay(self, inp: Json) -> dict[int, str]:
+        from ..peg.executor import IncrementalParser
+
+        prompt = (inp.get("generation_prompt") or "").encode("utf-8")
+        data = prompt + inp["text"].encode("utf-8")
+        parser = IncrementalParser(self._compile(inp["parser"]))
+        ends = [e for e in range(len(prompt), len(data) + 1) if e == len(data) or data[e] & 0xC0 != 0x80]
+        return {end: parse_result_digest(parser.parse(data[:end])) for end in ends}
 
     def msg_diffs(self, case: Case) -> Json:
         stream = case.input["stream"]
@@ -194,6 +232,9 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",
                   parse_runners.msg_diffs if corpus is not None else None),
+        Component("peg_arena", "parser arenas loaded from upstream's JSON and saved back", _peg_arena_runner),
+        Component("peg_parse", "raw PEG parse (result, span, AST) at every prefix, resumed as the text grows",
+                  parse_runners.peg_parse if corpus is not None else None),
         Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not", _peg_grammar_runner),
         Component("json_schema", "upstream's JSON-schema -> GBNF vectors", _json_schema_runner),
         Component("tokenize", "tokenization with the real models",

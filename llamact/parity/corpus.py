@@ -222,10 +222,28 @@ def _parse_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -
                 corpus.add(Case("msg_diffs", f"msg_diffs/{step_id}", name, {"stream": stream_id, "end": end,
                                 "is_partial": partial}, diffs))
         if applied.get("parser"):
+            corpus.add(Case("peg_arena", f"peg_arena/{stream_id}", name, {"parser": applied["parser"]},
+                            applied["parser"]))
+            _raw_parse_cases(oracle, corpus, name, stream_id, stream_request)
             for lazy in (False, True):
                 request = {"parser": applied["parser"], "lazy": lazy}
                 corpus.add(Case("peg_grammar", f"peg_grammar/{stream_id}/{'lazy' if lazy else 'full'}", name,
                                 request, _answer(oracle.request("peg_grammar", **request))))
+
+
+def _raw_parse_cases(oracle: OracleClient, corpus: Corpus, name: str, stream_id: str, request: Json) -> None:
+    """The executor's raw result (type, span, AST) at every UTF-8-safe prefix of the generation
+    prompt + output, as digests of its compact JSON (the oracle's peg_parse_stream)."""
+    prompt = (request["generation_prompt"] or "").encode("utf-8")
+    data = prompt + request["text"].encode("utf-8")
+    steps = _answer(oracle.request("peg_parse_stream", parser=request["parser"], text_hex=data.hex(),
+                                   **{"from": len(prompt)}))
+    if "error" in steps:
+        corpus.add(Case("peg_parse", f"peg_parse/{stream_id}", name, {"stream": stream_id, "end": None}, steps))
+        return
+    for step in steps:
+        corpus.add(Case("peg_parse", f"peg_parse/{stream_id}@{step['end']}", name,
+                        {"stream": stream_id, "end": step["end"]}, step["digest"]))
 
 
 def _char_index(text: str, byte_offset: int) -> int:

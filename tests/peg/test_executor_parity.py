@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,28 +21,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llamact.errors import LlamaException
+from llamact.parity.components import parse_result_digest as digest
+from llamact.parity.components import parse_result_json as result_json
 from llamact.parity.corpus import build_corpus
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.peg import Arena, Literal, load_arena
-from llamact.peg.executor import CompiledParser, IncrementalParser, ParseResult, parse
+from llamact.peg.executor import CompiledParser, IncrementalParser, parse
 
 pytestmark = pytest.mark.parity
 
 LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
 FAST_TEMPLATES = ["Qwen-Qwen3-0.6B", "google-gemma-4-31B-it", "MiniMax-M3", "Qwen3-Coder", "LFM2-8B-A1B"]
-
-
-def result_json(r: ParseResult) -> dict[str, Any]:
-    return {"type": r.type, "start": r.start, "end": r.end, "nodes": [n.to_json() for n in r.nodes],
-            "invalid_utf8": [list(x) for x in r.invalid_utf8]}
-
-
-def digest(r: ParseResult) -> str:
-    """64-bit FNV-1a of the compact JSON, as the oracle's peg_parse_stream computes it."""
-    h = 0xCBF29CE484222325
-    for byte in json.dumps(result_json(r), separators=(",", ":"), ensure_ascii=False).encode("utf-8"):
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def _streams(oracle: OracleClient, templates: list[str] | None) -> list[tuple[str, Any, bytes, int]]:
