@@ -23,6 +23,7 @@ fast paths; elsewhere they walk code points exactly as upstream does (``utf8.dec
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -123,8 +124,8 @@ class CompiledParser:
         self.arena = arena
         self._count = max(len(arena.parsers), 1)
         self._fns: list[_Fn] = []
-        for node_id, node in enumerate(arena.parsers):
-            self._fns.append(self._compile(node_id, node))
+        self._fns.extend([self._compile(node_id, node) for node_id, node in enumerate(arena.parsers)])
+        self._alias_pass_throughs()
 
     @property
     def root(self) -> _Fn:
@@ -141,15 +142,14 @@ class CompiledParser:
     # -- node kinds ---------------------------------------------------------------------------
 
     def _compile(self, node_id: int, node: Any) -> _Fn:  # noqa: C901 - one branch per node kind
+        # Children are looked up in ``fns`` when called (they may come later in the arena), with
+        # no wrapper frame in between: Python's recursion limit bounds the nesting we can parse.
         fns = self._fns
         count = self._count
-
-        def child_fn(child_id: int) -> _Fn:
-            # resolved lazily: children may come later in the arena, or be out of range
-            if 0 <= child_id < len(self.arena.parsers):
-                return lambda st, pos: fns[child_id](st, pos)
-            return lambda st, pos: self.function(child_id)(st, pos)
-
+        bad = [c for c in _children(node) if not 0 <= c < len(self.arena.parsers)]
+        if bad:
+            return _raiser(PegParseError(f"parser id {bad[0]} is out of range (the arena has "
+                                         f"{len(self.arena.parsers)} parsers)", {"id": bad[0]}))
         if isinstance(node, Epsilon):
             return lambda st, pos: (OK, pos, _NONE, _NONE, False)
         if isinstance(node, Start):
@@ -163,12 +163,11 @@ class CompiledParser:
         if isinstance(node, Choice):
             return _choice(node.children, fns)
         if isinstance(node, Repetition):
-            return _repetition(node_id, count, node.min_count, node.max_count, child_fn(node.child))
+            return _repetition(node_id, count, node.min_count, node.max_count, fns, node.child)
         if isinstance(node, And):
-            inner = child_fn(node.child)
-            return lambda st, pos: _and(inner, st, pos)
+            return _and(fns, node.child)
         if isinstance(node, Not):
-            return _not(child_fn(node.child))
+            return _not(fns, node.child)
         if isinstance(node, Any_):
             return _any
         if isinstance(node, Space):
@@ -180,25 +179,61 @@ class CompiledParser:
         if isinstance(node, Until):
             return _until(node.delimiters)
         if isinstance(node, (Schema, Gbnf, Ac)):
-            return child_fn(node.child)
+            return _pass_through(fns, node.child)
         if isinstance(node, Rule):
-            return _wrap(node_id, count, node.name, "", child_fn(node.child))
+            return _wrap(node_id, count, node.name, "", fns, node.child)
         if isinstance(node, Tag):
-            return _wrap(node_id, count, "", node.tag, child_fn(node.child))
+            return _wrap(node_id, count, "", node.tag, fns, node.child)
         if isinstance(node, Atomic):
-            return _atomic(child_fn(node.child))
+            return _atomic(fns, node.child)
         if isinstance(node, Ref):
-            return self._ref(node.name)
+            rule_id = self.arena.rules.get(node.name)
+            if rule_id is None or not 0 <= rule_id < len(self.arena.parsers):
+                return _raiser(PegParseError(f"Rule not found: {node.name}", {"rule": node.name}))
+            return _pass_through(fns, rule_id)
         raise PegParseError(f"not a PEG parser node: {node!r}")
 
-    def _ref(self, name: str) -> _Fn:
-        rule_id = self.arena.rules.get(name)
-        if rule_id is None:
-            def missing(st: _State, pos: int) -> _Result:
-                raise PegParseError(f"Rule not found: {name}", {"rule": name})
-            return missing
-        fns = self._fns
-        return lambda st, pos: fns[rule_id](st, pos)
+    def _alias_pass_throughs(self) -> None:
+        """Nodes that only delegate (schema, gbnf, ac, ref) take their target's function, so they
+        cost no call at parse time."""
+        for node_id in range(len(self._fns)):
+            target, seen = node_id, {node_id}
+            while True:
+                nxt = _delegate(self.arena, target)
+                if nxt is None or nxt in seen:
+                    break
+                seen.add(nxt)
+                target = nxt
+            if target != node_id and _delegate(self.arena, target) is None:
+                self._fns[node_id] = self._fns[target]
+
+
+def _children(node: Any) -> tuple[int, ...]:
+    if isinstance(node, (Sequence, Choice)):
+        return node.children
+    child = getattr(node, "child", None)
+    return () if child is None else (child,)
+
+
+def _delegate(arena: Arena, node_id: int) -> int | None:
+    """The node a pass-through node hands its parse to (None for every other node)."""
+    node = arena.parsers[node_id]
+    if isinstance(node, (Schema, Gbnf, Ac)) and 0 <= node.child < len(arena.parsers):
+        return node.child
+    if isinstance(node, Ref):
+        rule_id = arena.rules.get(node.name)
+        return rule_id if rule_id is not None and 0 <= rule_id < len(arena.parsers) else None
+    return None
+
+
+def _raiser(error: PegParseError) -> _Fn:
+    def parse(st: _State, pos: int) -> _Result:
+        raise error
+    return parse
+
+
+def _pass_through(fns: list[_Fn], child: int) -> _Fn:
+    return lambda st, pos: fns[child](st, pos)
 
 
 def _literal(lit: bytes) -> _Fn:
@@ -254,7 +289,7 @@ def _choice(children: tuple[int, ...], fns: list[_Fn]) -> _Fn:
     return parse
 
 
-def _repetition(node_id: int, count: int, min_count: int, max_count: int, child: _Fn) -> _Fn:
+def _repetition(node_id: int, count: int, min_count: int, max_count: int, fns: list[_Fn], child_id: int) -> _Fn:
     def parse(st: _State, pos: int) -> _Result:
         key = pos * count + node_id
         mark = st.checkpoints.get(key)
@@ -270,7 +305,7 @@ def _repetition(node_id: int, count: int, min_count: int, max_count: int, child:
             if p >= n:
                 touched = True
                 break
-            t, end, cn, ci, ct = child(st, p)
+            t, end, cn, ci, ct = fns[child_id](st, p)
             if ct:
                 touched = True
             if t == OK:
@@ -296,14 +331,16 @@ def _repetition(node_id: int, count: int, min_count: int, max_count: int, child:
     return parse
 
 
-def _and(inner: _Fn, st: _State, pos: int) -> _Result:
-    r = inner(st, pos)
-    return r[0], pos, _NONE, _NONE, r[4]
-
-
-def _not(inner: _Fn) -> _Fn:
+def _and(fns: list[_Fn], child: int) -> _Fn:
     def parse(st: _State, pos: int) -> _Result:
-        t, _, _, _, touched = inner(st, pos)
+        r = fns[child](st, pos)
+        return r[0], pos, _NONE, _NONE, r[4]
+    return parse
+
+
+def _not(fns: list[_Fn], child: int) -> _Fn:
+    def parse(st: _State, pos: int) -> _Result:
+        t, _, _, _, touched = fns[child](st, pos)
         if t == OK:
             return FAIL, pos, _NONE, _NONE, touched
         if t == MORE:
@@ -520,7 +557,7 @@ def _until(delimiters: tuple[str, ...]) -> _Fn:
     return parse
 
 
-def _wrap(node_id: int, count: int, rule: str, tag: str, child: _Fn) -> _Fn:
+def _wrap(node_id: int, count: int, rule: str, tag: str, fns: list[_Fn], child: int) -> _Fn:
     """A rule or tag node: the child's result with its nodes wrapped in one AST node, memoised."""
     def parse(st: _State, pos: int) -> _Result:
         key = pos * count + node_id
@@ -530,7 +567,7 @@ def _wrap(node_id: int, count: int, rule: str, tag: str, child: _Fn) -> _Fn:
         r = st.volatile.get(key)
         if r is not None:
             return r
-        t, end, nodes, invalid, touched = child(st, pos)
+        t, end, nodes, invalid, touched = fns[child](st, pos)
         if t != FAIL:
             node = AstNode(rule, tag, pos, end, st.source, nodes, t == MORE, invalid)
             r = (t, end, (node,), invalid, touched)
@@ -541,22 +578,34 @@ def _wrap(node_id: int, count: int, rule: str, tag: str, child: _Fn) -> _Fn:
     return parse
 
 
-def _atomic(child: _Fn) -> _Fn:
+def _atomic(fns: list[_Fn], child: int) -> _Fn:
     def parse(st: _State, pos: int) -> _Result:
-        r = child(st, pos)
+        r = fns[child](st, pos)
         if r[0] == MORE and r[2]:
             return MORE, r[1], _NONE, r[3], True  # partial matches leave no nodes
         return r
     return parse
 
 
+# From Python 3.11 on, a Python-to-Python call takes no C stack, and a parse runs nothing but such
+# calls (plus leaf C calls), so the recursion limit may be raised for its duration: nesting depth
+# (JSON arguments within arguments ...) is then bounded by this, about six frames a level.
+_PARSE_RECURSION_LIMIT = 12000 if sys.version_info >= (3, 11) else 0
+
+
 def _run(compiled: CompiledParser, st: _State, start: int, node_id: int | None) -> ParseResult:
     fn = compiled.root if node_id is None else compiled.function(node_id)
+    saved = sys.getrecursionlimit()
+    if saved < _PARSE_RECURSION_LIMIT:
+        sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
     try:
         t, end, nodes, invalid, _ = fn(st, start)
     except RecursionError:
         raise PegParseError("the input nests deeper than the PEG parser can follow (or the arena recurses "
-                            "without consuming input)") from None
+                            "without consuming input)", {"recursion_limit": sys.getrecursionlimit()}) from None
+    finally:
+        if saved < _PARSE_RECURSION_LIMIT:
+            sys.setrecursionlimit(saved)
     return ParseResult(_TYPE_NAMES[t], start, end, nodes, invalid)
 
 

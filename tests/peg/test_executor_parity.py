@@ -25,7 +25,7 @@ from llamact.parity.components import parse_result_digest as digest
 from llamact.parity.components import parse_result_json as result_json
 from llamact.parity.corpus import build_corpus
 from llamact.parity.oracle import OracleClient, OracleError
-from llamact.peg import Arena, Literal, load_arena
+from llamact.peg import Arena, Literal, build_peg_parser, load_arena
 from llamact.peg.executor import CompiledParser, IncrementalParser, parse
 
 pytestmark = pytest.mark.parity
@@ -248,3 +248,17 @@ def test_random_arenas_never_raise_untyped(nodes: list[dict[str, Any]], text: by
         parse(load_arena(arena_json), text, lenient=lenient)
     except LlamaException:
         pass
+
+
+def test_deep_nesting(oracle: OracleClient) -> None:
+    arena = build_peg_parser(lambda p: p.json() + p.end())
+    shallow = "[" * 120 + '{"a": 1}' + "]" * 120
+    expected = oracle.request("peg_parse", parser=arena.to_json(), text=shallow, lenient=False)
+    assert result_json(parse(arena, shallow, lenient=False)) == expected
+    # deeper than the oracle's answer can travel as JSON: success over the whole input, as upstream's
+    deep = "[" * 1500 + "1" + "]" * 1500
+    result = parse(arena, deep, lenient=False)
+    assert (result.type, result.end) == ("success", len(deep))
+    # past the recursion budget: a typed error, never a crash
+    with pytest.raises(LlamaException, match="nests deeper"):
+        parse(arena, "[" * 20000, lenient=True)
