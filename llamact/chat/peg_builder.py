@@ -85,24 +85,42 @@ def _quoted(key: str) -> str:
     return f'"{key}"'
 
 
+# The AST tags of upstream's chat builder (the mappers read them back).
+REASONING_BLOCK = "reasoning-block"
+REASONING = "reasoning"
+CONTENT = "content"
+TOOL = "tool"
+TOOL_OPEN = "tool-open"
+TOOL_CLOSE = "tool-close"
+TOOL_ID = "tool-id"
+TOOL_NAME = "tool-name"
+TOOL_ARGS = "tool-args"
+TOOL_ARG = "tool-arg"
+TOOL_ARG_OPEN = "tool-arg-open"
+TOOL_ARG_CLOSE = "tool-arg-close"
+TOOL_ARG_NAME = "tool-arg-name"
+TOOL_ARG_VALUE = "tool-arg-value"
+TOOL_ARG_STRING_VALUE = "tool-arg-string-value"  # schema-declared strings: never taken for JSON
+
+
 class ChatPegBuilder(ParserBuilder):
     """Upstream's ``common_chat_peg_builder``: a parser builder with the chat tags and tool-call helpers."""
 
-    REASONING_BLOCK = "reasoning-block"
-    REASONING = "reasoning"
-    CONTENT = "content"
-    TOOL = "tool"
-    TOOL_OPEN = "tool-open"
-    TOOL_CLOSE = "tool-close"
-    TOOL_ID = "tool-id"
-    TOOL_NAME = "tool-name"
-    TOOL_ARGS = "tool-args"
-    TOOL_ARG = "tool-arg"
-    TOOL_ARG_OPEN = "tool-arg-open"
-    TOOL_ARG_CLOSE = "tool-arg-close"
-    TOOL_ARG_NAME = "tool-arg-name"
-    TOOL_ARG_VALUE = "tool-arg-value"
-    TOOL_ARG_STRING_VALUE = "tool-arg-string-value"  # schema-declared strings: never taken for JSON
+    REASONING_BLOCK = REASONING_BLOCK
+    REASONING = REASONING
+    CONTENT = CONTENT
+    TOOL = TOOL
+    TOOL_OPEN = TOOL_OPEN
+    TOOL_CLOSE = TOOL_CLOSE
+    TOOL_ID = TOOL_ID
+    TOOL_NAME = TOOL_NAME
+    TOOL_ARGS = TOOL_ARGS
+    TOOL_ARG = TOOL_ARG
+    TOOL_ARG_OPEN = TOOL_ARG_OPEN
+    TOOL_ARG_CLOSE = TOOL_ARG_CLOSE
+    TOOL_ARG_NAME = TOOL_ARG_NAME
+    TOOL_ARG_VALUE = TOOL_ARG_VALUE
+    TOOL_ARG_STRING_VALUE = TOOL_ARG_STRING_VALUE
 
     # -- tags ------------------------------------------------------------------------------------
 

@@ -32,6 +32,22 @@ from collections.abc import Callable, Iterable
 from ..grammar.json_value import dump_string
 from ..peg.ast import AstNode, find_by_tag
 from .messages import ChatMessage, ToolCall
+from .peg_builder import (
+    CONTENT,
+    REASONING,
+    TOOL,
+    TOOL_ARG,
+    TOOL_ARG_CLOSE,
+    TOOL_ARG_NAME,
+    TOOL_ARG_OPEN,
+    TOOL_ARG_STRING_VALUE,
+    TOOL_ARG_VALUE,
+    TOOL_ARGS,
+    TOOL_CLOSE,
+    TOOL_ID,
+    TOOL_NAME,
+    TOOL_OPEN,
+)
 
 __all__ = [
     "map_gemma4",
@@ -42,21 +58,6 @@ __all__ = [
     "normalize_quotes_to_json",
 ]
 
-# common_chat_peg_builder's tag names
-REASONING = "reasoning"
-CONTENT = "content"
-TOOL = "tool"
-TOOL_OPEN = "tool-open"
-TOOL_CLOSE = "tool-close"
-TOOL_ID = "tool-id"
-TOOL_NAME = "tool-name"
-TOOL_ARGS = "tool-args"
-TOOL_ARG = "tool-arg"
-TOOL_ARG_OPEN = "tool-arg-open"
-TOOL_ARG_CLOSE = "tool-arg-close"
-TOOL_ARG_NAME = "tool-arg-name"
-TOOL_ARG_VALUE = "tool-arg-value"
-TOOL_ARG_STRING_VALUE = "tool-arg-string-value"
 # common_chat_peg_minimax_m3_mapper's
 TOOL_ARG_OBJECT = "tool-arg-object"
 TOOL_ARG_ARRAY = "tool-arg-array"

@@ -103,23 +103,20 @@ def visit(nodes: Iterable[AstNode]) -> Iterator[AstNode]:
 
 def find_by_tag(parent: AstNode, tag: str, max_depth: int = 3) -> AstNode | None:
     """The first descendant tagged ``tag`` within ``max_depth`` levels (upstream's depth-first order)."""
-    for child in parent.children:
-        if child.tag == tag:
-            return child
-        if max_depth > 1:
-            found = find_by_tag(child, tag, max_depth - 1)
-            if found is not None:
-                return found
-    return None
+    return _find(parent, "tag", tag, max_depth)
 
 
 def find_by_rule(parent: AstNode, rule: str, max_depth: int = 3) -> AstNode | None:
     """The first descendant of rule ``rule`` within ``max_depth`` levels."""
+    return _find(parent, "rule", rule, max_depth)
+
+
+def _find(parent: AstNode, field: str, value: str, max_depth: int) -> AstNode | None:
     for child in parent.children:
-        if child.rule == rule:
+        if getattr(child, field) == value:
             return child
         if max_depth > 1:
-            found = find_by_rule(child, rule, max_depth - 1)
+            found = _find(child, field, value, max_depth - 1)
             if found is not None:
                 return found
     return None

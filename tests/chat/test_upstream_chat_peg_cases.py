@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from peg_checks import checked_parse
 
 from llamact.chat.diffs import ChatDiffError, compute_diffs
 from llamact.chat.messages import ChatMessage
@@ -33,7 +34,7 @@ from llamact.chat.peg_mappers import map_generic, map_tags
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.peg import Arena, Schema, arena_to_gbnf
 from llamact.peg.builder import P, ParserBuilder, build_peg_parser
-from llamact.peg.executor import ParseResult, parse
+from llamact.peg.executor import ParseResult
 
 pytestmark = pytest.mark.parity
 
@@ -43,19 +44,6 @@ NATIVE = "peg-native"  # the generic mapper's format
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def result_json(r: ParseResult) -> dict[str, Any]:
-    return {"type": r.type, "start": r.start, "end": r.end, "nodes": [n.to_json() for n in r.nodes],
-            "invalid_utf8": [list(x) for x in r.invalid_utf8]}
-
-
-def checked_parse(oracle: OracleClient, arena: Arena, text: str | bytes, lenient: bool, start: int = 0) -> ParseResult:
-    """Our raw parse, asserted equal to upstream's on the same arena, input, flag and start."""
-    data = text.encode() if isinstance(text, str) else text
-    expected = oracle.request("peg_parse", parser=arena.to_json(), text_hex=data.hex(), lenient=lenient, start=start)
-    assert not isinstance(expected, OracleError), expected
-    ours = parse(arena, data, lenient=lenient, start=start)
-    assert result_json(ours) == expected, f"{data!r} lenient={lenient} start={start}"
-    return ours
 
 
 def checked_chat(oracle: OracleClient, arena: Arena, text: str, is_partial: bool, generation_prompt: str = "",

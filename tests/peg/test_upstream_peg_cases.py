@@ -20,30 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from peg_checks import checked_parse
 
 from llamact.parity.oracle import OracleClient, OracleError
-from llamact.peg import Arena, arena_to_gbnf, load_arena
+from llamact.peg import arena_to_gbnf, load_arena
 from llamact.peg.builder import P, ParserBuilder, build_peg_parser
-from llamact.peg.executor import ParseResult, parse
+from llamact.peg.executor import ParseResult
 
 pytestmark = pytest.mark.parity
 
 Build = Callable[[ParserBuilder], P]
 
 
-def result_json(r: ParseResult) -> dict[str, Any]:
-    return {"type": r.type, "start": r.start, "end": r.end, "nodes": [n.to_json() for n in r.nodes],
-            "invalid_utf8": [list(x) for x in r.invalid_utf8]}
-
-
-def checked_parse(oracle: OracleClient, arena: Arena, text: str | bytes, lenient: bool, start: int = 0) -> ParseResult:
-    """Our parse of ``text``, asserted equal (type, span, AST, invalid runs) to upstream's."""
-    data = text.encode() if isinstance(text, str) else text
-    expected = oracle.request("peg_parse", parser=arena.to_json(), text_hex=data.hex(), lenient=lenient, start=start)
-    assert not isinstance(expected, OracleError), expected
-    ours = parse(arena, data, lenient=lenient, start=start)
-    assert result_json(ours) == expected, f"{data!r} lenient={lenient}"
-    return ours
 
 
 @dataclass(frozen=True)
