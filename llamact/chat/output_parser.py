@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import LlamaInferenceException
 from ..peg.arena import Arena, Sequence, Tag, Until
 from ..peg.arena import End as _End
-from ..peg.executor import CompiledParser, IncrementalParser, ParseResult
+from ..peg.executor import CompiledParser, IncrementalParser, ParseResult, recursion_budget
 from ..peg.serialize import arena_from_json
 from .messages import ChatMessage
 from .peg_mappers import mapper_for_format
@@ -66,7 +66,8 @@ class ChatOutputParser:
                 f"The model produced output that does not match the expected {self.format} format",
                 {"format": self.format, "position": result.end},
             )
-        message = self._mapper(result.nodes)
+        with recursion_budget("the message mapper"):
+            message = self._mapper(result.nodes)
         message.role = "assistant"
         return message
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -593,19 +594,27 @@ def _atomic(fns: list[_Fn], child: int) -> _Fn:
 _PARSE_RECURSION_LIMIT = 12000 if sys.version_info >= (3, 11) else 0
 
 
-def _run(compiled: CompiledParser, st: _State, start: int, node_id: int | None) -> ParseResult:
-    fn = compiled.root if node_id is None else compiled.function(node_id)
+@contextmanager
+def recursion_budget(what: str = "the PEG parser") -> Iterator[None]:
+    """Run a recursive walk over a parse (the parse itself, or a mapper over its AST) with the
+    raised recursion limit; running out of it raises PegParseError instead of RecursionError."""
     saved = sys.getrecursionlimit()
     if saved < _PARSE_RECURSION_LIMIT:
         sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
     try:
-        t, end, nodes, invalid, _ = fn(st, start)
+        yield
     except RecursionError:
-        raise PegParseError("the input nests deeper than the PEG parser can follow (or the arena recurses "
-                            "without consuming input)", {"recursion_limit": sys.getrecursionlimit()}) from None
+        raise PegParseError(f"the input nests deeper than {what} can follow (or the arena recurses without "
+                            "consuming input)", {"recursion_limit": sys.getrecursionlimit()}) from None
     finally:
         if saved < _PARSE_RECURSION_LIMIT:
             sys.setrecursionlimit(saved)
+
+
+def _run(compiled: CompiledParser, st: _State, start: int, node_id: int | None) -> ParseResult:
+    fn = compiled.root if node_id is None else compiled.function(node_id)
+    with recursion_budget():
+        t, end, nodes, invalid, _ = fn(st, start)
     return ParseResult(_TYPE_NAMES[t], start, end, nodes, invalid)
 
 

@@ -144,3 +144,18 @@ def test_tagged_parse_anywhere_matches_upstream(oracle: OracleClient, build: Any
     answer = oracle.request("peg_parse", parser=arena_json, text=text, lenient=False)
     assert (strict.result.type, strict.result.end, strict.tags) == (answer["type"], answer["end"],
                                                                     _tags_from_oracle(answer, data))
+
+
+def test_deeply_nested_arguments(oracle: OracleClient) -> None:
+    corpus = build_corpus(oracle, LLAMA_CPP, templates=["google-gemma-4-31B-it"])
+    inp = next(c.input for c in corpus.cases["chat_parse"] if "/one_call@" in c.id and c.id.endswith("/final"))
+    for depth in (50, 1000):
+        value = "[" * depth + "1" + "]" * depth
+        text = f'<|tool_call>call:get_weather{{city:{value},unit:<|"|>celsius<|"|>}}<tool_call|>'
+        expected = oracle.request("chat_parse", parser=inp["parser"], format=inp["format"],
+                                  generation_prompt=inp["generation_prompt"], text=text, is_partial=False)
+        got = parse_chat_output(text, False, inp["parser"], inp["format"], inp["generation_prompt"])
+        assert got.to_dict() == expected
+    with pytest.raises(LlamaException, match="nests deeper"):
+        parse_chat_output("<|tool_call>call:get_weather{city:" + "[" * 20000, True, inp["parser"], inp["format"],
+                          inp["generation_prompt"])
