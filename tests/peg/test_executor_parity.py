@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,35 @@ def test_corpus_streams_full(oracle: OracleClient) -> None:
     streams = _streams(oracle, None)
     assert len(streams) >= 300
     assert sum(_check_stream(oracle, *s) for s in streams) > 40000
+
+
+def _mutated(data: bytes, fragments: list[bytes], rng: random.Random) -> bytes:
+    """A synthesised output damaged as a model might: fragments of markers inserted, spans
+    dropped or repeated, stray non-UTF-8 bytes."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op, i = rng.random(), rng.randint(0, len(out))
+        if op < 0.4:
+            out[i:i] = rng.choice(fragments) if rng.random() < 0.9 else bytes([rng.randint(0x80, 0xFF)])
+        elif op < 0.7:
+            del out[i:i + rng.randint(1, 8)]
+        else:
+            out[i:i] = out[rng.randint(0, len(out)):][:rng.randint(1, 12)]
+    return bytes(out)
+
+
+@pytest.mark.slow
+def test_mutated_corpus_streams(oracle: OracleClient) -> None:
+    """Outputs that do not follow the format (what a small model produces) parse as upstream's
+    at every prefix too, fresh and resumed."""
+    streams = _streams(oracle, None)
+    fragments = sorted({s.encode() for _, parser, _, _ in streams for p in parser["parsers"]
+                        for s in [p.get("literal")] + list(p.get("delimiters", [])) if s})
+    fragments += [b" ", b"\n", b"{", b"}", b'"', b"\\", "é".encode(), b"\xe4\xb8"]
+    rng = random.Random(20261130)
+    total = sum(_check_stream(oracle, case_id, parser, _mutated(data, fragments, rng), 0)
+                for case_id, parser, data, _ in streams)
+    assert total > 40000
 
 
 # -- hand-made arenas ------------------------------------------------------------------------
