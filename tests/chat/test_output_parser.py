@@ -9,6 +9,9 @@ and extract the same tags as upstream's parse at each start.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import random
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llamact.chat.diffs import ChatDiffError, compute_diffs, set_tool_call_ids
+from llamact.chat.messages import ChatMessage
 from llamact.chat.output_parser import ChatOutputParser, ChatParseError, parse_chat_output
 from llamact.chat.tagged_parser import build_tagged_peg_parser
 from llamact.errors import LlamaException
@@ -159,3 +164,58 @@ def test_deeply_nested_arguments(oracle: OracleClient) -> None:
     with pytest.raises(LlamaException, match="nests deeper"):
         parse_chat_output("<|tool_call>call:get_weather{city:" + "[" * 20000, True, inp["parser"], inp["format"],
                           inp["generation_prompt"])
+
+
+def _damaged(text: str, fragments: list[str], rng: random.Random) -> str:
+    for _ in range(rng.randint(1, 4)):
+        op, i = rng.random(), rng.randint(0, len(text))
+        if op < 0.5:
+            text = text[:i] + rng.choice(fragments) + text[i:]
+        elif op < 0.75:
+            text = text[:i] + text[i + rng.randint(1, 8):]
+        else:
+            j = rng.randint(0, len(text))
+            text = text[:i] + text[j:j + rng.randint(1, 12)] + text[i:]
+    return text
+
+
+@pytest.mark.slow
+def test_damaged_outputs_stream_as_upstream(oracle: OracleClient) -> None:
+    """Every corpus stream, damaged (marker fragments inserted, spans dropped or repeated), fed to
+    one ChatOutputParser prefix by prefix: messages, parse errors and the server's diffs (with
+    stable call ids) equal upstream's at every step."""
+    corpus = build_corpus(oracle, LLAMA_CPP)
+    finals = [c.input for c in corpus.cases["chat_parse"] if c.id.endswith("/final")]
+    fragments = sorted({s for f in finals for p in f["parser"]["parsers"]
+                        for s in [p.get("literal")] + list(p.get("delimiters", [])) if s})
+    fragments += [" ", "\n", "{", "}", '"', "\\", "é", "🌞", "True", "None", "'", ":", ","]
+    rng = random.Random(20261130)
+    steps_checked = 0
+    for inp in finals:
+        text = _damaged(inp["text"], fragments, rng)
+        request = {k: inp[k] for k in ("parser", "format", "generation_prompt", "reasoning_format")}
+        steps = oracle.request("chat_parse_stream", text=text, **request)
+        assert not isinstance(steps, OracleError), steps
+        parser = ChatOutputParser(inp["parser"], inp["format"], inp["generation_prompt"])
+        previous, ids = ChatMessage(), []
+        new_id = functools.partial(lambda c: f"call_{next(c)}", itertools.count())
+        data = text.encode("utf-8")
+        for step in steps:
+            steps_checked += 1
+            where = (inp["stream"], step["end"], step["is_partial"])
+            try:
+                message = parser.parse(data[:step["end"]].decode("utf-8"), step["is_partial"])
+            except ChatParseError as exc:
+                assert step.get("error") == exc.message, where
+                continue
+            assert message.to_dict() == step["message"], where
+            if message.empty():
+                continue
+            set_tool_call_ids(message, ids, new_id)
+            before, previous = previous, message
+            try:
+                diffs: Any = [d.to_dict() for d in compute_diffs(before, message)]
+            except ChatDiffError as exc:
+                diffs = {"error": exc.message}
+            assert diffs == (step["diffs"] if "diffs" in step else {"error": step["diffs_error"]}), where
+    assert steps_checked > 40000
