@@ -57,7 +57,7 @@ class ChatOutputParser:
 
     def parse(self, text: str, is_partial: bool) -> ChatMessage:
         """The message for the output ``text`` so far (``is_partial``: more may follow)."""
-        result = self._incremental.parse(self.generation_prompt + text)
+        result = self._incremental.parse(self.generation_prompt + text if self.generation_prompt else text)
         return self._message(result, is_partial)
 
     def _message(self, result: ParseResult, is_partial: bool) -> ChatMessage:

@@ -110,11 +110,18 @@ class _State:
         self.volatile: dict[int, _Result] = {}
         self.set_input(b"")
 
-    def set_input(self, data: bytes) -> None:
+    def set_input(self, data: bytes, extends: bool = False) -> None:
+        """A new input; ``extends``: it starts with the current one (only the new part is checked
+        for UTF-8 validity then)."""
+        if extends and self.fast:
+            end, clean = valid_prefix_end(data[self.valid_end:])
+            self.valid_end, self.fast = self.valid_end + end, clean
+        elif not extends:
+            self.valid_end, self.fast = valid_prefix_end(data)
+        # (extending an input that is already invalid leaves its first invalid byte where it was)
         self.data = data
         self.n = len(data)
         self.source.data = data
-        self.valid_end, self.fast = valid_prefix_end(data)
         self.volatile = {}
 
 
@@ -176,7 +183,7 @@ class CompiledParser:
         if isinstance(node, Chars):
             return _chars(node)
         if isinstance(node, String):
-            return _string(node.delimiter)
+            return _string(node_id, count, node.delimiter)
         if isinstance(node, Until):
             return _until(node.delimiters)
         if isinstance(node, (Schema, Gbnf, Ac)):
@@ -428,7 +435,7 @@ _ESCAPES = frozenset(b"\\/bfnrt")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
-def _string(delimiter: str) -> _Fn:
+def _string(node_id: int, count: int, delimiter: str) -> _Fn:
     delim = ord(delimiter) if len(delimiter) == 1 and ord(delimiter) < 256 else -1
     d = re.escape(bytes([delim])) if delim >= 0 else b""
     plain = b"[^" + d + rb"\\]*"  # one class in a loop: re scans it in C without backtracking state
@@ -436,9 +443,13 @@ def _string(delimiter: str) -> _Fn:
 
     def parse(st: _State, pos: int) -> _Result:
         data, n, lenient = st.data, st.n, st.lenient
-        p = pos
+        # Where the fast scan stopped last time: everything before it was plain characters and
+        # whole escapes, which appended input cannot change, so a long string is not re-scanned.
+        key = pos * count + node_id
+        p = st.checkpoints.get(key, pos)
         if st.fast:
-            p = skip.match(data, pos, st.valid_end).end()  # type: ignore[union-attr]
+            p = skip.match(data, p, st.valid_end).end()  # type: ignore[union-attr]
+            st.checkpoints[key] = p
         while p < n:
             c = data[p]
             if c == delim:
@@ -643,7 +654,8 @@ class IncrementalParser:
 
     def parse(self, text: str | bytes, start: int = 0) -> ParseResult:
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        if not data.startswith(self._state.data):
+        extends = data.startswith(self._state.data)
+        if not extends:
             self.reset()
-        self._state.set_input(data)
+        self._state.set_input(data, extends)
         return _run(self.compiled, self._state, start, None)
