@@ -106,8 +106,11 @@ class _State:
         self.lenient = lenient
         self.source = Source()
         self.final: dict[int, _Result] = {}
-        self.checkpoints: dict[int, tuple[Any, ...]] = {}
+        # a repetition's state after its last final iteration, or where a string's scan stopped
+        self.checkpoints: dict[int, Any] = {}
         self.volatile: dict[int, _Result] = {}
+        self.valid_end = 0
+        self.fast = True
         self.set_input(b"")
 
     def set_input(self, data: bytes, extends: bool = False) -> None:
@@ -448,7 +451,7 @@ def _string(node_id: int, count: int, delimiter: str) -> _Fn:
         key = pos * count + node_id
         p = st.checkpoints.get(key, pos)
         if st.fast:
-            p = skip.match(data, p, st.valid_end).end()  # type: ignore[union-attr]
+            p = skip.match(data, p, st.valid_end).end()  # type: ignore[union-attr]  # '*': always matches
             st.checkpoints[key] = p
         while p < n:
             c = data[p]
