@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -608,21 +609,33 @@ def _atomic(fns: list[_Fn], child: int) -> _Fn:
 _PARSE_RECURSION_LIMIT = 12000 if sys.version_info >= (3, 11) else 0
 
 
+_budget_lock = threading.Lock()
+_budget_users = 0
+_budget_saved = 0
+
+
 @contextmanager
 def recursion_budget(what: str = "the PEG parser") -> Iterator[None]:
     """Run a recursive walk over a parse (the parse itself, or a mapper over its AST) with the
-    raised recursion limit; running out of it raises PegParseError instead of RecursionError."""
-    saved = sys.getrecursionlimit()
-    if saved < _PARSE_RECURSION_LIMIT:
-        sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
+    raised recursion limit; running out of it raises PegParseError instead of RecursionError.
+    The process-wide limit is restored when the last concurrent walk ends."""
+    global _budget_users, _budget_saved
+    with _budget_lock:
+        if _budget_users == 0:
+            _budget_saved = sys.getrecursionlimit()
+            if _budget_saved < _PARSE_RECURSION_LIMIT:
+                sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
+        _budget_users += 1
     try:
         yield
     except RecursionError:
         raise PegParseError(f"the input nests deeper than {what} can follow (or the arena recurses without "
                             "consuming input)", {"recursion_limit": sys.getrecursionlimit()}) from None
     finally:
-        if saved < _PARSE_RECURSION_LIMIT:
-            sys.setrecursionlimit(saved)
+        with _budget_lock:
+            _budget_users -= 1
+            if _budget_users == 0 and _budget_saved < _PARSE_RECURSION_LIMIT:
+                sys.setrecursionlimit(_budget_saved)
 
 
 def _run(compiled: CompiledParser, st: _State, start: int, node_id: int | None) -> ParseResult:

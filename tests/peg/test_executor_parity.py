@@ -292,3 +292,24 @@ def test_deep_nesting(oracle: OracleClient) -> None:
     # past the recursion budget: a typed error, never a crash
     with pytest.raises(LlamaException, match="nests deeper"):
         parse(arena, "[" * 20000, lenient=True)
+
+
+def test_recursion_limit_is_restored_after_parses_in_threads() -> None:
+    import sys
+    import threading
+
+    arena = build_peg_parser(lambda p: p.json() + p.end())
+    before = sys.getrecursionlimit()
+    results: list[str] = []
+
+    def work() -> None:
+        for _ in range(20):
+            results.append(parse(arena, "[" * 800 + "1" + "]" * 800, lenient=False).type)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["success"] * 80
+    assert sys.getrecursionlimit() == before
