@@ -66,7 +66,7 @@ class ChatOutputParser:
                 f"The model produced output that does not match the expected {self.format} format",
                 {"format": self.format, "position": result.end},
             )
-        with recursion_budget("the message mapper"):
+        with recursion_budget:
             message = self._mapper(result.nodes)
         message.role = "assistant"
         return message

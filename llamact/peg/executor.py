@@ -25,10 +25,8 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..errors import LlamaException
 from .arena import (
@@ -74,10 +72,10 @@ class PegParseError(LlamaException):
     """A parser arena cannot run: no root, a reference to a missing rule, or runaway recursion."""
 
 
-@dataclass(frozen=True)
-class ParseResult:
+class ParseResult(NamedTuple):
     """What a parse returns: ``type`` ("fail", "success" or "need_more_input"), the byte span,
-    the AST nodes (rule and tag matches, in order) and the invalid UTF-8 runs consumed."""
+    the AST nodes (rule and tag matches, in order) and the invalid UTF-8 runs consumed.
+    (A named tuple: one is made per streamed token.)"""
 
     type: str
     start: int
@@ -609,38 +607,42 @@ def _atomic(fns: list[_Fn], child: int) -> _Fn:
 _PARSE_RECURSION_LIMIT = 12000 if sys.version_info >= (3, 11) else 0
 
 
-_budget_lock = threading.Lock()
-_budget_users = 0
-_budget_saved = 0
+class _RecursionBudget:
+    """The raised recursion limit for recursive walks over a parse (the parse itself, or a mapper
+    over its AST); running out raises PegParseError instead of RecursionError. The process-wide
+    limit is restored when the last concurrent walk ends. (A class, not a generator-based
+    context manager: it runs twice per streamed token.)"""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._saved = sys.getrecursionlimit()
+                if self._saved < _PARSE_RECURSION_LIMIT:
+                    sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
+            self._users += 1
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._saved < _PARSE_RECURSION_LIMIT:
+                sys.setrecursionlimit(self._saved)
+        if exc_type is RecursionError:
+            raise PegParseError("the input nests deeper than the parser or its message mapper can follow (or "
+                                "the arena recurses without consuming input)",
+                                {"recursion_limit": _PARSE_RECURSION_LIMIT}) from None
 
 
-@contextmanager
-def recursion_budget(what: str = "the PEG parser") -> Iterator[None]:
-    """Run a recursive walk over a parse (the parse itself, or a mapper over its AST) with the
-    raised recursion limit; running out of it raises PegParseError instead of RecursionError.
-    The process-wide limit is restored when the last concurrent walk ends."""
-    global _budget_users, _budget_saved
-    with _budget_lock:
-        if _budget_users == 0:
-            _budget_saved = sys.getrecursionlimit()
-            if _budget_saved < _PARSE_RECURSION_LIMIT:
-                sys.setrecursionlimit(_PARSE_RECURSION_LIMIT)
-        _budget_users += 1
-    try:
-        yield
-    except RecursionError:
-        raise PegParseError(f"the input nests deeper than {what} can follow (or the arena recurses without "
-                            "consuming input)", {"recursion_limit": sys.getrecursionlimit()}) from None
-    finally:
-        with _budget_lock:
-            _budget_users -= 1
-            if _budget_users == 0 and _budget_saved < _PARSE_RECURSION_LIMIT:
-                sys.setrecursionlimit(_budget_saved)
+recursion_budget = _RecursionBudget()
 
 
 def _run(compiled: CompiledParser, st: _State, start: int, node_id: int | None) -> ParseResult:
     fn = compiled.root if node_id is None else compiled.function(node_id)
-    with recursion_budget():
+    with recursion_budget:
         t, end, nodes, invalid, _ = fn(st, start)
     return ParseResult(_TYPE_NAMES[t], start, end, nodes, invalid)
 
