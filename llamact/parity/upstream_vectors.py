@@ -38,12 +38,13 @@ line: a call site is never silently dropped, so the number of vectors is the num
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .cpp_source import (
+    CallSite,
     Cursor,
     Token,
     UpstreamVectorError,
@@ -187,14 +188,21 @@ def normalize_grammar(text: str) -> str:
 # -------------------------------------------------------------------------------------------------
 
 
-def jinja_vectors(llama_cpp_dir: Path) -> list[JinjaVector]:
-    """Every ``test_template(t, NAME, TEMPLATE, VARS, EXPECT);`` of tests/test-jinja.cpp, in order."""
-    tokens, rel = read_source(llama_cpp_dir, JINJA_TEST_FILE)
-    out: list[JinjaVector] = []
-    for site in call_sites(tokens, "test_template", rel):
-        cur = Cursor(tokens, site.index, rel, f"test_template call at line {tokens[site.index].line}")
+def _calls(llama_cpp_dir: Path, file: str, callee: str) -> Iterator[tuple[CallSite, Cursor, Token]]:
+    """Each call of ``callee`` in ``file``: its site, a cursor just past its ``(`` and the callee's
+    token (whose line the vectors record)."""
+    tokens, rel = read_source(llama_cpp_dir, file)
+    for site in call_sites(tokens, callee, rel):
+        cur = Cursor(tokens, site.index, rel, f"{callee} call at line {tokens[site.index].line}")
         call = cur.next()
         cur.expect("(")
+        yield site, cur, call
+
+
+def jinja_vectors(llama_cpp_dir: Path) -> list[JinjaVector]:
+    """Every ``test_template(t, NAME, TEMPLATE, VARS, EXPECT);`` of tests/test-jinja.cpp, in order."""
+    out: list[JinjaVector] = []
+    for site, cur, call in _calls(llama_cpp_dir, JINJA_TEST_FILE, "test_template"):
         cur.expect("t")
         cur.expect(",")
         name = cur.string()
@@ -217,12 +225,8 @@ def json_schema_vectors(llama_cpp_dir: Path) -> list[SchemaVector]:
     The ``TestCase tc {...}`` built by hand in ``main`` ("sub-schema $ref") is not a ``test`` call:
     it converts a sub-schema through the builder API, not a JSON schema, and is not returned.
     """
-    tokens, rel = read_source(llama_cpp_dir, JSON_SCHEMA_TO_GRAMMAR_TEST_FILE)
     out: list[SchemaVector] = []
-    for site in call_sites(tokens, "test", rel):
-        cur = Cursor(tokens, site.index, rel, f"test call at line {tokens[site.index].line}")
-        call = cur.next()
-        cur.expect("(")
+    for _, cur, call in _calls(llama_cpp_dir, JSON_SCHEMA_TO_GRAMMAR_TEST_FILE, "test"):
         cur.expect("{")
         status = cur.next()
         if status.kind != "ident" or status.text not in ("SUCCESS", "FAILURE"):
@@ -243,12 +247,8 @@ def json_schema_vectors(llama_cpp_dir: Path) -> list[SchemaVector]:
 
 def json_schema_error_vectors(llama_cpp_dir: Path) -> list[SchemaErrorVector]:
     """Every ``assert_error(t, SCHEMA, NEEDLE);`` of tests/test-json-schema.cpp."""
-    tokens, rel = read_source(llama_cpp_dir, JSON_SCHEMA_TEST_FILE)
     out: list[SchemaErrorVector] = []
-    for site in call_sites(tokens, "assert_error", rel):
-        cur = Cursor(tokens, site.index, rel, f"assert_error call at line {tokens[site.index].line}")
-        call = cur.next()
-        cur.expect("(")
+    for site, cur, call in _calls(llama_cpp_dir, JSON_SCHEMA_TEST_FILE, "assert_error"):
         cur.expect("t")
         cur.expect(",")
         schema_text = cur.string()
@@ -261,14 +261,10 @@ def json_schema_error_vectors(llama_cpp_dir: Path) -> list[SchemaErrorVector]:
 
 def _check_calls(llama_cpp_dir: Path, group: str,
                  read_expected: Callable[[Cursor], Any]) -> list[tuple[str, str, Any, int]]:
-    tokens, rel = read_source(llama_cpp_dir, JSON_SCHEMA_TEST_FILE)
     out: list[tuple[str, str, Any, int]] = []
-    for site in call_sites(tokens, "check", rel):
+    for site, cur, call in _calls(llama_cpp_dir, JSON_SCHEMA_TEST_FILE, "check"):
         if site.group != group:
             continue
-        cur = Cursor(tokens, site.index, rel, f"check call at line {tokens[site.index].line}")
-        call = cur.next()
-        cur.expect("(")
         cur.expect("t")
         cur.expect(",")
         schema_text = cur.string()
