@@ -15,15 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LlamaInferenceException
-from ..peg.arena import Arena, Sequence, Tag, Until
-from ..peg.arena import End as _End
+from ..peg.arena import Arena
 from ..peg.executor import CompiledParser, IncrementalParser, ParseResult, recursion_budget
 from ..peg.serialize import arena_from_json
 from .messages import ChatMessage
+from .peg_builder import build_chat_peg_parser
 from .peg_mappers import mapper_for_format
 
-#: upstream's parser when a template has none: ``content(rest()) + end()``
-CONTENT_ONLY_ARENA = Arena(parsers=(Until(()), Tag(0, "content"), _End(), Sequence((1, 2))), rules={}, root=3)
+#: upstream's parser when a template has none
+CONTENT_ONLY_ARENA = build_chat_peg_parser(lambda p: p.content(p.rest()) + p.end())
 
 
 class ChatParseError(LlamaInferenceException):

@@ -197,8 +197,8 @@ class CompiledParser:
         if isinstance(node, Atomic):
             return _atomic(fns, node.child)
         if isinstance(node, Ref):
-            rule_id = self.arena.rules.get(node.name)
-            if rule_id is None or not 0 <= rule_id < len(self.arena.parsers):
+            rule_id = _delegate(self.arena, node_id)
+            if rule_id is None:
                 return _raiser(PegParseError(f"Rule not found: {node.name}", {"rule": node.name}))
             return _pass_through(fns, rule_id)
         raise PegParseError(f"not a PEG parser node: {node!r}")
