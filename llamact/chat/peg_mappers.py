@@ -27,7 +27,7 @@ where upstream would visit them to no effect, and texts are built from lists of 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from ..grammar.json_value import dump_string
 from ..peg.ast import AstNode, find_by_tag
@@ -319,35 +319,33 @@ class _GenericMapper:
                            tool_calls=[ToolCall(c.name, "".join(c.args), c.id) for c in self.calls])
 
 
-def map_generic(nodes: Iterable[AstNode]) -> ChatMessage:
-    """``common_chat_peg_mapper::from_ast`` over a parse result's nodes."""
-    mapper = _GenericMapper()
-    stack = list(nodes)
-    stack.reverse()
-    while stack:  # pre-order; an untagged subtree maps nothing, so it is skipped
-        node = stack.pop()
-        if not node.has_tags:
-            continue
-        mapper.map(node)
-        children = node.children
-        if children:
-            stack.extend(reversed(children))
-    return mapper.finish()
-
-
-def map_tags(nodes: Iterable[AstNode]) -> dict[str, str]:
-    """``tag_based_peg_mapper``: each tag's text, the last in pre-order winning; keys sorted as
-    upstream's ``std::map``."""
-    tags: dict[str, str] = {}
+def _tagged_preorder(nodes: Iterable[AstNode]) -> Iterator[AstNode]:
+    """Upstream's visit order (pre-order), skipping subtrees without a tag: both mappers below act
+    on tagged nodes only."""
     stack = list(nodes)
     stack.reverse()
     while stack:
         node = stack.pop()
         if not node.has_tags:
             continue
-        if node.tag:
-            tags[node.tag] = node.text
-        stack.extend(reversed(node.children))
+        yield node
+        children = node.children
+        if children:
+            stack.extend(reversed(children))
+
+
+def map_generic(nodes: Iterable[AstNode]) -> ChatMessage:
+    """``common_chat_peg_mapper::from_ast`` over a parse result's nodes."""
+    mapper = _GenericMapper()
+    for node in _tagged_preorder(nodes):
+        mapper.map(node)
+    return mapper.finish()
+
+
+def map_tags(nodes: Iterable[AstNode]) -> dict[str, str]:
+    """``tag_based_peg_mapper``: each tag's text, the last in pre-order winning; keys sorted as
+    upstream's ``std::map``."""
+    tags = {node.tag: node.text for node in _tagged_preorder(nodes) if node.tag}
     return dict(sorted(tags.items()))
 
 
