@@ -18,7 +18,10 @@ Raises ``JinjaException`` (naming the template's origin) when the template fails
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -117,12 +120,65 @@ def direct_apply(tmpl: ChatTemplate, inputs: TemplateInputs, messages: Json = No
         derived.update(reasoning_effort=effort, reasoning_strength=effort)
     if derived:
         context = {**derived, **context}  # upstream sets these first; the request's own values win
-    result = tmpl.compiled.render(context, now=inputs.now)
+    result = _render(tmpl, context, inputs.now)
     if inputs.add_bos and tmpl.bos_token and result.startswith(tmpl.bos_token):
         result = result[len(tmpl.bos_token):]
     if inputs.add_eos and tmpl.eos_token and result.endswith(tmpl.eos_token):
         result = result[: -len(tmpl.eos_token)]
     return result
+
+
+class _RenderMemo:
+    """Recent renders by content: (template, context as JSON text, clock second) -> prompt.
+
+    An apply renders the same context more than once (the prompt, then the generation prompt's two
+    renders, one of which is the prompt again), and a repeated request renders nothing new. Bounded;
+    keyed by content, so a hit is the same text a render would give (rendering is deterministic
+    given the context and the clock, which is part of the key)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[str, str, int], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, int]) -> str | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, str, int], value: str) -> None:
+        with self._lock:
+            self._entries[key] = value
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_MEMO = _RenderMemo()
+
+
+def clear_render_memo() -> None:
+    """Forget every memoised render (benchmarks measuring cold applies)."""
+    _MEMO.clear()
+
+
+def _render(tmpl: ChatTemplate, context: dict[str, Json], now: float | None) -> str:
+    try:
+        text = json.dumps(context, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return tmpl.compiled.render(context, now=now)  # not plain JSON: render without the memo
+    second = int(time.time() if now is None else now)
+    key = (tmpl.compiled.source, text, second)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = tmpl.compiled.render(context, now=now)
+        _MEMO.put(key, hit)
+    return hit
 
 
 def generation_prompt(tmpl: ChatTemplate, inputs: TemplateInputs, messages: Json = None, tools: Json = None,
