@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import pytest
-from apply_checks import assert_apply_matches, template_source
+from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
 from llamact.chat.specialized.deepseek_v3_2 import sort_v4_tool_results
 from llamact.parity.scenarios import (
@@ -46,61 +46,55 @@ def _calls(*calls: Json, content: str = "") -> Json:
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
-def _inputs(messages: list[Json], **options: Json) -> Json:
-    out: Json = {"messages": copy.deepcopy(messages), "tools": [], "tool_choice": "auto",
-                 "parallel_tool_calls": False, "reasoning_format": "none", "enable_thinking": True,
-                 "add_generation_prompt": True, "continue_final_message": False, "chat_template_kwargs": {}}
-    out.update(copy.deepcopy(options))
-    return out
-
-
 REASONING = {"reasoning_format": "deepseek"}
 
 CASES: dict[str, Json] = {
-    "tools_reasoning": _inputs([USER], tools=TOOLS, **REASONING),
-    "tools_reasoning_required": _inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
-    "tools_reasoning_parallel": _inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
-    "tools_thinking_off": _inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
-    "tools_thinking_off_required": _inputs([USER], tools=TOOLS, enable_thinking=False, tool_choice="required",
-                                           **REASONING),
-    "tools_none_reasoning": _inputs([USER], tools=TOOLS, tool_choice="none", **REASONING),
-    "response_format_reasoning": _inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
-    "response_format_thinking_off": _inputs([USER], json_schema=RESPONSE_SCHEMA, enable_thinking=False,
-                                            **REASONING),
-    "response_format_with_tools": _inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
-    "response_format_empty_schema": _inputs([USER], json_schema={}),
-    "argument_layouts": _inputs([USER], tools=[MOVE_TOOL, PING_TOOL, *TOOLS], parallel_tool_calls=True),
-    "argument_layouts_required": _inputs([USER], tools=[MOVE_TOOL, PING_TOOL], tool_choice="required",
-                                         **REASONING),
-    "continue_reasoning_only": _inputs(
+    "tools_reasoning": chat_inputs([USER], tools=TOOLS, **REASONING),
+    "tools_reasoning_required": chat_inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
+    "tools_reasoning_parallel": chat_inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
+    "tools_thinking_off": chat_inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
+    "tools_thinking_off_required": chat_inputs([USER], tools=TOOLS, enable_thinking=False, tool_choice="required",
+                                               **REASONING),
+    "tools_none_reasoning": chat_inputs([USER], tools=TOOLS, tool_choice="none", **REASONING),
+    "response_format_reasoning": chat_inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
+    "response_format_thinking_off": chat_inputs([USER], json_schema=RESPONSE_SCHEMA, enable_thinking=False,
+                                                **REASONING),
+    "response_format_with_tools": chat_inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
+    "response_format_empty_schema": chat_inputs([USER], json_schema={}),
+    "argument_layouts": chat_inputs([USER], tools=[MOVE_TOOL, PING_TOOL, *TOOLS], parallel_tool_calls=True),
+    "argument_layouts_required": chat_inputs([USER], tools=[MOVE_TOOL, PING_TOOL], tool_choice="required",
+                                             **REASONING),
+    "continue_reasoning_only": chat_inputs(
         [USER, {"role": "assistant", "content": "", "reasoning_content": "The user wants"}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_content_with_reasoning": _inputs(
+    "continue_content_with_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "It is", "reasoning_content": "Check the forecast."}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_content_as_reasoning": _inputs(
+    "continue_content_as_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "It is", "reasoning_content": "Check the forecast."}],
         add_generation_prompt=False, continue_final_message="reasoning_content", **REASONING),
-    "continue_with_tools": _inputs(
+    "continue_with_tools": chat_inputs(
         [USER, {"role": "assistant", "content": "Let me check."}], tools=TOOLS,
         add_generation_prompt=False, continue_final_message=True, **REASONING),
     # V4: results given in another order than the calls are rendered in call order
-    "results_out_of_order": _inputs(
+    "results_out_of_order": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED, CALL_MOVE), TOOL_RESULT_MOVE, TOOL_RESULT_WEATHER,
          TOOL_RESULT_CALC], tools=[*TOOLS, MOVE_TOOL], parallel_tool_calls=True),
-    "results_with_user_between": _inputs(
+    "results_with_user_between": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED), TOOL_RESULT_CALC, USER_2, TOOL_RESULT_WEATHER],
         tools=TOOLS, parallel_tool_calls=True),
-    "results_unknown_id": _inputs(
+    "results_unknown_id": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED), TOOL_RESULT_CALC,
          {"role": "tool", "tool_call_id": "call_9999", "content": "stray"}, TOOL_RESULT_WEATHER],
         tools=TOOLS, parallel_tool_calls=True),
-    "results_two_turns": _inputs(
+    "results_two_turns": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED), TOOL_RESULT_CALC, TOOL_RESULT_WEATHER,
          {"role": "assistant", "content": "Done."}, USER_2, _calls(CALL_MOVE, CALL_WEATHER),
          TOOL_RESULT_WEATHER, TOOL_RESULT_MOVE], tools=[*TOOLS, MOVE_TOOL], parallel_tool_calls=True,
         **REASONING),
 }
+
+CASES.update(edge_cases())
 
 
 @pytest.mark.parametrize("stem", STEMS)

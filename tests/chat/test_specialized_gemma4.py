@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 import pytest
-from apply_checks import assert_apply_matches, template_source
+from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
 from llamact.chat.specialized.gemma4 import OPENAI_TEMPLATE_MARKER, fold_tool_responses
 from llamact.parity.scenarios import (
@@ -58,66 +58,60 @@ def _result(call_id: str, content: Json) -> Json:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def _inputs(messages: list[Json], **options: Json) -> Json:
-    out: Json = {"messages": copy.deepcopy(messages), "tools": [], "tool_choice": "auto",
-                 "parallel_tool_calls": False, "reasoning_format": "none", "enable_thinking": True,
-                 "add_generation_prompt": True, "continue_final_message": False, "chat_template_kwargs": {}}
-    out.update(copy.deepcopy(options))
-    return out
-
-
 REASONING = {"reasoning_format": "deepseek"}
 FINAL = {"role": "assistant", "content": "It is sunny in Paris and 2+2 is 4."}
 
 CASES: dict[str, Json] = {
-    "tools_reasoning": _inputs([USER], tools=TOOLS, **REASONING),
-    "tools_reasoning_required": _inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
-    "tools_reasoning_parallel": _inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
-    "tools_required_parallel": _inputs([USER], tools=TOOLS, tool_choice="required", parallel_tool_calls=True),
-    "tools_thinking_off": _inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
-    "response_format_reasoning": _inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
-    "response_format_with_tools": _inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
-    "response_format_empty_schema": _inputs([USER], json_schema={}),
-    "continue_reasoning_only": _inputs(
+    "tools_reasoning": chat_inputs([USER], tools=TOOLS, **REASONING),
+    "tools_reasoning_required": chat_inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
+    "tools_reasoning_parallel": chat_inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
+    "tools_required_parallel": chat_inputs([USER], tools=TOOLS, tool_choice="required", parallel_tool_calls=True),
+    "tools_thinking_off": chat_inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
+    "response_format_reasoning": chat_inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
+    "response_format_with_tools": chat_inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
+    "response_format_empty_schema": chat_inputs([USER], json_schema={}),
+    "continue_reasoning_only": chat_inputs(
         [USER, {"role": "assistant", "content": "", "reasoning_content": "The user wants"}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_content_with_reasoning": _inputs(
+    "continue_content_with_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "It is", "reasoning_content": "Check the forecast."}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_after_results": _inputs(
+    "continue_after_results": chat_inputs(
         [USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, {"role": "assistant", "content": "It is"}],
         tools=TOOLS, add_generation_prompt=False, continue_final_message=True),
     # an assistant tool call, then its results (the folding of older templates)
-    "call_result_final": _inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, FINAL, USER_2], tools=TOOLS),
-    "call_result_pending": _inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER], tools=TOOLS),
-    "parallel_results_final": _inputs(
+    "call_result_final": chat_inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, FINAL, USER_2], tools=TOOLS),
+    "call_result_pending": chat_inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER], tools=TOOLS),
+    "parallel_results_final": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED), TOOL_RESULT_WEATHER, TOOL_RESULT_CALC, FINAL, USER_2],
         tools=TOOLS, parallel_tool_calls=True),
-    "parallel_results_json": _inputs(
+    "parallel_results_json": chat_inputs(
         [USER, _calls(CALL_WEATHER, CALL_CALC_TYPED, content="Checking."),
          _result("call_0001", '{"temperature": 21, "sky": "clear", "tags": ["warm", null, true]}'),
          _result("call_0002", "[4, 4.5]"), USER_2],
         tools=TOOLS, parallel_tool_calls=True, **REASONING),
-    "more_results_than_calls": _inputs(
+    "more_results_than_calls": chat_inputs(
         [USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, _result("call_extra", "late result"), USER_2],
         tools=TOOLS),
-    "call_with_reasoning": _inputs(
+    "call_with_reasoning": chat_inputs(
         [USER, _calls(CALL_WEATHER, reasoning_content="I should look it up."), TOOL_RESULT_WEATHER, FINAL, USER_2],
         tools=TOOLS, **REASONING),
     # the template opens no model turn after a folded answer: upstream reopens it
-    "call_result_final_last": _inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, FINAL], tools=TOOLS),
+    "call_result_final_last": chat_inputs([USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, FINAL], tools=TOOLS),
     # reasoning on a call after the last user turn is rendered by the interleaved template
-    "call_with_reasoning_last": _inputs(
+    "call_with_reasoning_last": chat_inputs(
         [USER, _calls(CALL_WEATHER, reasoning_content="I should look it up."), TOOL_RESULT_WEATHER],
         tools=TOOLS, **REASONING),
-    "call_after_results": _inputs(
+    "call_after_results": chat_inputs(
         [USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, _calls(CALL_CALC_TYPED), TOOL_RESULT_CALC,
          {"role": "assistant", "content": ""}, USER_2], tools=TOOLS),
-    "typed_result_content": _inputs(
+    "typed_result_content": chat_inputs(
         [USER, _calls(CALL_WEATHER), {"role": "tool", "tool_call_id": "call_0001",
                                       "content": [{"type": "text", "text": "sunny"}, {"type": "text", "text": "21 C"}]},
          USER_2], tools=TOOLS),
 }
+
+CASES.update(edge_cases())
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -6,11 +6,10 @@ value, no parameters at all)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from apply_checks import assert_apply_matches, template_source
+from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOL_RESULT_WEATHER, TOOLS, USER, USER_2
 
@@ -29,43 +28,37 @@ LABEL_TOOL: Json = {"type": "function", "function": {
 PING_TOOL: Json = {"type": "function", "function": {"name": "ping", "description": "Ping"}}
 
 
-def _inputs(messages: list[Json], **options: Json) -> Json:
-    out: Json = {"messages": copy.deepcopy(messages), "tools": [], "tool_choice": "auto",
-                 "parallel_tool_calls": False, "reasoning_format": "none", "enable_thinking": True,
-                 "add_generation_prompt": True, "continue_final_message": False, "chat_template_kwargs": {}}
-    out.update(copy.deepcopy(options))
-    return out
-
-
 REASONING = {"reasoning_format": "deepseek"}
 
 CASES: dict[str, Json] = {
-    "tools_reasoning": _inputs([USER], tools=TOOLS, **REASONING),
-    "tools_reasoning_required": _inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
-    "tools_reasoning_parallel": _inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
-    "tools_required_parallel": _inputs([USER], tools=TOOLS, tool_choice="required", parallel_tool_calls=True),
-    "tools_none_reasoning": _inputs([USER], tools=TOOLS, tool_choice="none", **REASONING),
-    "tools_thinking_off": _inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
-    "response_format_reasoning": _inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
-    "response_format_with_tools": _inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
-    "response_format_empty_schema": _inputs([USER], json_schema={}),
-    "argument_layouts": _inputs([USER], tools=[LABEL_TOOL, PING_TOOL, *TOOLS], parallel_tool_calls=True,
-                                **REASONING),
-    "continue_reasoning_only": _inputs(
+    "tools_reasoning": chat_inputs([USER], tools=TOOLS, **REASONING),
+    "tools_reasoning_required": chat_inputs([USER], tools=TOOLS, tool_choice="required", **REASONING),
+    "tools_reasoning_parallel": chat_inputs([USER], tools=TOOLS, parallel_tool_calls=True, **REASONING),
+    "tools_required_parallel": chat_inputs([USER], tools=TOOLS, tool_choice="required", parallel_tool_calls=True),
+    "tools_none_reasoning": chat_inputs([USER], tools=TOOLS, tool_choice="none", **REASONING),
+    "tools_thinking_off": chat_inputs([USER], tools=TOOLS, enable_thinking=False, **REASONING),
+    "response_format_reasoning": chat_inputs([USER], json_schema=RESPONSE_SCHEMA, **REASONING),
+    "response_format_with_tools": chat_inputs([USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
+    "response_format_empty_schema": chat_inputs([USER], json_schema={}),
+    "argument_layouts": chat_inputs([USER], tools=[LABEL_TOOL, PING_TOOL, *TOOLS], parallel_tool_calls=True,
+                                    **REASONING),
+    "continue_reasoning_only": chat_inputs(
         [USER, {"role": "assistant", "content": "", "reasoning_content": "The user wants"}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_content_with_reasoning": _inputs(
+    "continue_content_with_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "It is", "reasoning_content": "Check the forecast."}],
         add_generation_prompt=False, continue_final_message=True, **REASONING),
-    "continue_content_as_reasoning": _inputs(
+    "continue_content_as_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "It is", "reasoning_content": "Check the forecast."}],
         add_generation_prompt=False, continue_final_message="reasoning_content"),
-    "history_with_reasoning": _inputs(
+    "history_with_reasoning": chat_inputs(
         [USER, {"role": "assistant", "content": "", "reasoning_content": "Look it up.",
                 "tool_calls": [CALL_WEATHER]}, TOOL_RESULT_WEATHER,
          {"role": "assistant", "content": "Sunny.", "reasoning_content": "Done."}, USER_2],
         tools=TOOLS, **REASONING),
 }
+
+CASES.update(edge_cases())
 
 
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
