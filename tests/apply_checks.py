@@ -15,7 +15,7 @@ from llamact.parity.components import ORACLE_NOW
 from llamact.parity.corpus import BOS_TOKEN, EOS_TOKEN
 from llamact.parity.oracle import OracleClient, OracleError
 
-__all__ = ["assert_apply_matches", "template_source"]
+__all__ = ["assert_apply_matches", "chat_inputs", "edge_cases", "template_source"]
 
 Json = Any
 
@@ -49,3 +49,34 @@ def assert_apply_matches(oracle: OracleClient, source: str, inputs: Json) -> Jso
             f"expected: {json.dumps(expected[key])[:3000]}\ngot: {json.dumps(got.get(key))[:3000]}")
     assert got == expected
     return expected
+
+
+def chat_inputs(messages: list[Json], **options: Json) -> Json:
+    """A ``chat_apply`` request's ``inputs`` (the corpus's defaults, ``options`` on top; copies)."""
+    out: Json = {"messages": copy.deepcopy(messages), "tools": [], "tool_choice": "auto",
+                 "parallel_tool_calls": False, "reasoning_format": "none", "enable_thinking": True,
+                 "add_generation_prompt": True, "continue_final_message": False, "chat_template_kwargs": {}}
+    out.update(copy.deepcopy(options))
+    return out
+
+
+_USER = {"role": "user", "content": "What is the weather in Paris?"}
+_BAD_REF_TOOL: Json = {"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"a": {"$ref": "#/nope"}}, "required": ["a"]}}}
+_ODD_NAME_TOOL: Json = {"type": "function", "function": {"name": "get weather!", "parameters": {
+    "type": "object", "properties": {"a b": {"type": "string"}}}}}
+_ARRAY_PARAMS_TOOL: Json = {"type": "function", "function": {"name": "g", "parameters": {
+    "type": "array", "items": {"type": "string"}}}}
+
+
+def edge_cases() -> dict[str, Json]:
+    """Tools and schemas at the edges: an unresolvable ``$ref`` (an error where the family reads the
+    parameters), names that need sanitising into rule names, non-object parameters, a string schema."""
+    return {
+        "tool_schema_unresolvable_ref": chat_inputs([_USER], tools=[_BAD_REF_TOOL]),
+        "tool_names_sanitised": chat_inputs([_USER], tools=[_ODD_NAME_TOOL], parallel_tool_calls=True),
+        "array_parameters": chat_inputs([_USER], tools=[_ARRAY_PARAMS_TOOL]),
+        "string_response_schema": chat_inputs([_USER], json_schema={"type": "string"}),
+        "response_schema_unresolvable_ref": chat_inputs([_USER], json_schema={"type": "object", "properties": {
+            "a": {"$ref": "#/nope"}}}),
+    }
