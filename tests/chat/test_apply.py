@@ -70,6 +70,9 @@ BAD_REQUESTS = {
     "tool without a name": {"messages": [USER], "tools": [{"type": "function", "function": {"description": "x"}}]},
     "tool of another type": {"messages": [USER], "tools": [{"type": "retrieval"}]},
     "tools not an array": {"messages": [USER], "tools": {"a": 1}},
+    "arguments that are not JSON (the template reads them as objects)": {"messages": [USER, {
+        "role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": "{city: Paris}"}}]}]},
     "tools with a grammar": {"messages": [USER], "tools": [WEATHER], "grammar": 'root ::= "x"'},
     "unknown reasoning format": {"messages": [USER], "reasoning_format": "weird"},
     "unknown tool choice": {"messages": [USER], "tool_choice": "sometimes"},
