@@ -12,6 +12,7 @@ then refines character by character inside the remaining text, as upstream does,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .helpers import common_prefix_len, common_suffix_len, trim_whitespace
@@ -21,7 +22,8 @@ __all__ = ["MARKER", "TEXT", "DiffSplit", "Segment", "calculate_diff_split", "pr
 
 TEXT = "TEXT"
 MARKER = "MARKER"
-_CLOSERS = {"<": ">", "[": "]"}
+# a marker runs from an opener to the first closer of its own kind; a lone opener has no closer
+_MARKER_OR_OPENER = re.compile(r"<[^>]*>|\[[^\]]*\]|[<\[]")
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,15 @@ def segmentize_markers(text: str) -> list[Segment]:
     """Split ``text`` into markers (``<...>`` / ``[...]``, not nested) and the text between them. An
     unclosed opener starts a text segment that runs to the end."""
     out: list[Segment] = []
-    closer = ""
     last = 0
-    for pos, ch in enumerate(text):
-        if not closer and ch in _CLOSERS:
-            if last < pos:
-                out.append(Segment(TEXT, text[last:pos]))
-            last = pos
-            closer = _CLOSERS[ch]
-        elif closer and ch == closer:
-            out.append(Segment(MARKER, text[last:pos + 1]))
-            last = pos + 1
-            closer = ""
+    for match in _MARKER_OR_OPENER.finditer(text):
+        if match.start() > last:
+            out.append(Segment(TEXT, text[last:match.start()]))
+        if len(match.group()) == 1 and match.group() in "<[":
+            last = match.start()  # an opener never closed: the rest is text
+            break
+        out.append(Segment(MARKER, match.group()))
+        last = match.end()
     if last < len(text):
         out.append(Segment(TEXT, text[last:]))
     return out
