@@ -18,6 +18,7 @@ import functools
 import json
 from typing import Any
 
+from ..json_text import JsonParseError, parse_json
 from ..tagged_parser import TaggedPegParser, build_tagged_peg_parser
 from .fixtures import ARG_FIRST, FUN_FIRST, assistant, first_tool_call, second_tool_call, tools, user
 from .helpers import trim_leading_whitespace, trim_whitespace
@@ -110,9 +111,11 @@ def _json_native(draft: ToolsDraft, clean: str) -> None:
     count = json_end - json_start + 1  # a negative count is huge as size_t: the rest of the text
     cut = clean[json_start:json_start + count] if count >= 0 else clean[json_start:]
     try:
-        call = json.loads(cut)
-    except ValueError as exc:
-        raise AutoparserAnalysisError(f"the rendered tool call is not JSON: {exc}") from None
+        call = parse_json(cut)
+    except JsonParseError as exc:
+        # upstream throws nlohmann's parse_error here; the wording of that message is not reproduced
+        raise AutoparserAnalysisError(f"the tool call the template renders is not JSON ({exc.message}): {cut!r}",
+                                      {"text": cut}) from None
 
     fields: dict[str, Any] = {}
 
