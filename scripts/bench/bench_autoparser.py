@@ -75,7 +75,8 @@ def main() -> None:
     if rows:
         up = [r[1] for r in rows]
         us = [r[2] for r in rows]
-        print(f"\n{len(rows)} templates: upstream median {statistics.median(up):.2f} ms (mean {statistics.mean(up):.2f}), "
+        print(f"\n{len(rows)} templates: upstream median {statistics.median(up):.2f} ms "
+              f"(mean {statistics.mean(up):.2f}), "
               f"llamact median {statistics.median(us):.2f} ms (mean {statistics.mean(us):.2f}), "
               f"ratio of means {statistics.mean(us) / statistics.mean(up):.1f}x; "
               f"cached median {statistics.median(r[3] for r in rows):.1f} us")
