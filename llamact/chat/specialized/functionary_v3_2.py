@@ -7,6 +7,8 @@ the model's output starts with the recipient. Content before a call runs up to t
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -20,6 +22,8 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
+
+Json = Any
 
 _GEN_PREFIX = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>"
 
@@ -46,14 +50,8 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
 
         tool_choice = p.choice()
         for tool in foreach_function(inputs.tools):
-            function = tool["function"]
-            name = function["name"]
-            schema = chat_tool_parameters(function)
-            # >>>NAME\n{json args}
-            tool_parser = p.tool(p.seq_rtl(
-                lambda: p.tool_open(p.seq_rtl(lambda: p.tool_name(p.literal(name)), lambda: p.literal("\n"))),
-                lambda: p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema))))
-            tool_choice |= p.rule(f"tool-{name}", tool_parser)
+            name = tool["function"]["name"]
+            tool_choice |= p.rule(f"tool-{name}", _tool(p, name, chat_tool_parameters(tool["function"])))
 
         content_only = content_until_end
         tools_only = p.trigger_rule("tools", p.one_or_more(tool_choice))
@@ -80,3 +78,10 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         # a recipient other than "all" after the prompt's ">>>" is a call
         data.grammar_triggers = [GrammarTrigger("pattern", ">>>(?!all)")]
     return data
+
+
+def _tool(p: ChatPegBuilder, name: str, schema: Json) -> P:
+    """``>>>NAME\\n{json args}`` (the ``>>>`` is the previous message's or the prompt's)."""
+    return p.tool(p.seq_rtl(
+        lambda: p.tool_open(p.seq_rtl(lambda: p.tool_name(p.literal(name)), lambda: p.literal("\n"))),
+        lambda: p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema))))

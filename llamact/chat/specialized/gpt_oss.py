@@ -140,7 +140,8 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
                 function = tool["function"]
                 name = function["name"]
                 params = chat_tool_parameters(function)
-                func_name = p.seq_rtl(lambda: p.literal(" to=functions."), lambda: p.tool_name(p.literal(name)))
+                tool_name = p.tool_name(p.literal(name))  # the right operand of `literal + tool_name`
+                func_name = p.seq_rtl(lambda: p.literal(" to=functions."), tool_name)
                 tool_constraint = constraint()
                 args = p.tool_args(p.schema(p.json(), f"tool-{name}-schema", params))
                 # <|start|>assistant to=functions.NAME<|channel|>commentary[ json]<|message|>ARGS

@@ -12,6 +12,8 @@ unclosed thought, a missing section marker or call end), so the parser tolerates
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -26,6 +28,8 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
+
+Json = Any
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -68,17 +72,8 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
 
         tool_choice = p.choice()
         for tool in foreach_function(inputs.tools):
-            function = tool["function"]
-            name = function["name"]
-            schema = chat_tool_parameters(function)
-            # the id is the whole functions.NAME:INDEX
-            tool_id = p.tool_id(p.seq_rtl(lambda: p.literal("functions."), lambda: p.tool_name(p.literal(name)),
-                                          lambda: p.literal(":"), lambda: p.chars("[0-9]", 1, -1)))
-            tool_parser = p.tool(p.seq_rtl(
-                lambda: p.tool_open(tool_id + p.literal(ARGS_BEGIN)),
-                lambda: p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema)),
-                lambda: p.tool_close(p.optional(p.literal(CALL_END)))))
-            tool_choice |= p.rule(f"tool-{name}", tool_parser)
+            name = tool["function"]["name"]
+            tool_choice |= p.rule(f"tool-{name}", _tool(p, name, chat_tool_parameters(tool["function"])))
 
         min_calls = 1 if inputs.tool_choice == TOOL_CHOICE_REQUIRED else 0
         max_calls = -1 if inputs.parallel_tool_calls else 1
@@ -99,3 +94,14 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         data.grammar = build_grammar(parser, data.grammar_lazy)
         data.grammar_triggers = [GrammarTrigger("word", CALL_BEGIN)]
     return data
+
+
+def _tool(p: ChatPegBuilder, name: str, schema: Json) -> P:
+    """``functions.NAME:INDEX<|tool_call_argument_begin|>{json}[<|tool_call_end|>]``; the id is the whole
+    ``functions.NAME:INDEX``."""
+    tool_id = p.tool_id(p.seq_rtl(lambda: p.literal("functions."), lambda: p.tool_name(p.literal(name)),
+                                  lambda: p.literal(":"), lambda: p.chars("[0-9]", 1, -1)))
+    return p.tool(p.seq_rtl(
+        lambda: p.tool_open(tool_id + p.literal(ARGS_BEGIN)),
+        lambda: p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema)),
+        lambda: p.tool_close(p.optional(p.literal(CALL_END)))))

@@ -118,36 +118,13 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         for tool in foreach_function(inputs.tools):
             name = tool["function"]["name"]
             args = _args(p, name, chat_tool_parameters(tool["function"]))
-            # the call's index="N" attribute is skipped up to <|sep|>
-            call = p.tool(p.seq_rtl(
-                lambda: p.tool_open(p.seq_rtl(lambda: p.literal(CALL_START), lambda: p.tool_name(p.literal(name)),
-                                              lambda: p.literal('"'), lambda: p.until(SEP),
-                                              lambda: p.literal(SEP))),
-                lambda: p.tool_args(args), lambda: p.tool_close(p.literal(CALL_END))))
-            tool_choices |= p.rule(f"kimi-k3-tool-{name}", call)
+            tool_choices |= p.rule(f"kimi-k3-tool-{name}", _call(p, name, args))
         # the message closer belongs to the trigger rule, or a lazy grammar rejects it after the calls
         tools_section = p.trigger_rule("kimi-k3-tool-call", p.seq_rtl(
             lambda: p.literal(TOOLS_START), lambda: p.one_or_more(tool_choices), lambda: p.literal(TOOLS_END),
             lambda: p.optional(p.literal(MSG_END)), lambda: p.optional(p.literal(EOM_TOKEN))))
         tools = tools_section if inputs.tool_choice == TOOL_CHOICE_REQUIRED else p.optional(tools_section)
         return p.seq_rtl(start, reasoning, response, tools, trailer, end)
-
-    def _args(p: ChatPegBuilder, name: str, schema: Json) -> P:
-        args = p.eps()  # upstream declares it first: the node id is taken
-        props = _properties(schema)
-        if not props:
-            return args
-        arg_choices = p.choice()
-        for key, prop in props:
-            tag = p.tool_arg_string_value if _declared_type(prop) == "string" else p.tool_arg_value
-            value = tag(p.until(ARG_END))
-            # the argument's type="..." attribute is skipped up to <|sep|>
-            arg = p.tool_arg(p.seq_rtl(
-                lambda: p.tool_arg_open(p.literal(ARG_START)), lambda: p.tool_arg_name(p.literal(key)),
-                lambda: p.literal('"'), lambda: p.until(SEP), lambda: p.literal(SEP), value,
-                lambda: p.tool_arg_close(p.literal(ARG_END))))
-            arg_choices |= p.rule(f"kimi-k3-arg-{name}-{key}", arg)
-        return p.zero_or_more(arg_choices)
 
     parser = build_chat_peg_parser(root)
     data.parser = parser
@@ -156,3 +133,33 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         data.grammar = build_grammar(parser, data.grammar_lazy)
         data.grammar_triggers = [GrammarTrigger("word", TOOLS_START)]
     return data
+
+
+def _call(p: ChatPegBuilder, name: str, args: P) -> P:
+    """``<|open|>call tool="NAME" index="N"<|sep|>ARGS<|close|>call<|sep|>`` (the index is skipped)."""
+    return p.tool(p.seq_rtl(
+        lambda: p.tool_open(p.seq_rtl(lambda: p.literal(CALL_START), lambda: p.tool_name(p.literal(name)),
+                                      lambda: p.literal('"'), lambda: p.until(SEP), lambda: p.literal(SEP))),
+        lambda: p.tool_args(args), lambda: p.tool_close(p.literal(CALL_END))))
+
+
+def _args(p: ChatPegBuilder, name: str, schema: Json) -> P:
+    """Any number of the tool's arguments, in any order."""
+    args = p.eps()  # upstream declares it first: the node id is taken
+    props = _properties(schema)
+    if not props:
+        return args
+    arg_choices = p.choice()
+    for key, prop in props:
+        arg_choices |= p.rule(f"kimi-k3-arg-{name}-{key}", _arg(p, key, prop))
+    return p.zero_or_more(arg_choices)
+
+
+def _arg(p: ChatPegBuilder, key: str, prop: Json) -> P:
+    """``<|open|>argument key="KEY" type="T"<|sep|>VALUE<|close|>argument<|sep|>`` (the type is skipped)."""
+    tag = p.tool_arg_string_value if _declared_type(prop) == "string" else p.tool_arg_value
+    value = tag(p.until(ARG_END))
+    return p.tool_arg(p.seq_rtl(
+        lambda: p.tool_arg_open(p.literal(ARG_START)), lambda: p.tool_arg_name(p.literal(key)),
+        lambda: p.literal('"'), lambda: p.until(SEP), lambda: p.literal(SEP), value,
+        lambda: p.tool_arg_close(p.literal(ARG_END))))

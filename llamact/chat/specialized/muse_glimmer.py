@@ -14,6 +14,7 @@ Values that may be strings are raw text, others JSON. The generation prompt is j
 
 from __future__ import annotations
 
+from ...grammar.schema import Property
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser
 from ..render import (
@@ -88,34 +89,8 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         tool_choice = p.choice()
         for tool in foreach_function(inputs.tools):
             name = tool["function"]["name"]
-            arg_rules: list[P] = []
-            for prop in foreach_parameter(tool["function"]):
-                value = p.eps()  # upstream declares it first: the node id is taken
-                if prop.schema.may_be_string():
-                    value = string_value
-                else:
-                    schema = prop.schema
-                    rule = f"tool-{name}-arg-{prop.name}-schema"
-                    value = p.seq_rtl(lambda: p.tool_arg_json_value(p.schema(p.json(), rule, schema)),
-                                      lambda: p.tool_arg_close(p.literal(_PARAM_CLOSE)))
-                arg_name = prop.name
-                arg_open = p.tool_arg_open(p.seq_rtl(lambda: p.literal('<atem:parameter name="'),
-                                                     lambda: p.tool_arg_name(p.literal(arg_name)),
-                                                     lambda: p.literal('">')))
-                arg_rules.append(p.tool_arg(arg_open + value))
-            args = p.eps()
-            if arg_rules:
-                args = p.zero_or_more(p.seq_rtl(lambda: p.choice(arg_rules), p.space))
-            # upstream's `tool_open(...) << tool_args(args) << tool_close(...)`: << goes left to right
-            tool_open = p.tool_open(p.seq_rtl(
-                lambda: p.literal(" to="), lambda: p.until("<|message|>"),
-                lambda: p.literal("<|message|><atem:function_calls>"), p.space,
-                lambda: p.literal('<atem:invoke name="'), lambda: p.tool_name(p.literal(name)),
-                lambda: p.literal('">'), p.space))
-            opened = tool_open << p.tool_args(args)
-            tool_close = p.tool_close(p.seq_rtl(lambda: p.literal("</atem:invoke>"), p.space,
-                                                lambda: p.literal("</atem:function_calls>")))
-            tool_choice |= p.rule(f"tool-{name}", p.tool(opened << tool_close))
+            arg_rules = [_arg(p, name, prop, string_value) for prop in foreach_parameter(tool["function"])]
+            tool_choice |= p.rule(f"tool-{name}", _invoke(p, name, arg_rules))
         if inputs.parallel_tool_calls:
             more = p.zero_or_more(p.seq_rtl(lambda: p.literal("<|eom|>"), start, tool_choice))
             return p.trigger_rule("tool-call", tool_choice + more)
@@ -128,3 +103,35 @@ def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:
         data.grammar = build_grammar(parser, data.grammar_lazy)
         data.grammar_triggers = [GrammarTrigger("pattern", _TRIGGER)]
     return data
+
+
+def _arg(p: ChatPegBuilder, name: str, prop: Property, string_value: P) -> P:
+    """``<atem:parameter name="ARG">VALUE</atem:parameter>``: raw text when the value may be a string."""
+    value = p.eps()  # upstream declares it first: the node id is taken
+    if prop.schema.may_be_string():
+        value = string_value
+    else:
+        value = p.seq_rtl(
+            lambda: p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{prop.name}-schema", prop.schema)),
+            lambda: p.tool_arg_close(p.literal(_PARAM_CLOSE)))
+    arg_open = p.tool_arg_open(p.seq_rtl(lambda: p.literal('<atem:parameter name="'),
+                                         lambda: p.tool_arg_name(p.literal(prop.name)), lambda: p.literal('">')))
+    return p.tool_arg(arg_open + value)
+
+
+def _invoke(p: ChatPegBuilder, name: str, arg_rules: list[P]) -> P:
+    """`` to=NAME<|message|><atem:function_calls><atem:invoke name="NAME">ARGS</atem:invoke></atem:function_calls>``
+    (the recipient is taken as written)."""
+    args = p.eps()
+    if arg_rules:
+        args = p.zero_or_more(p.seq_rtl(lambda: p.choice(arg_rules), p.space))
+    # upstream's `tool_open(...) << tool_args(args) << tool_close(...)`: << goes left to right
+    tool_open = p.tool_open(p.seq_rtl(
+        lambda: p.literal(" to="), lambda: p.until("<|message|>"),
+        lambda: p.literal("<|message|><atem:function_calls>"), p.space,
+        lambda: p.literal('<atem:invoke name="'), lambda: p.tool_name(p.literal(name)),
+        lambda: p.literal('">'), p.space))
+    opened = tool_open << p.tool_args(args)
+    tool_close = p.tool_close(p.seq_rtl(lambda: p.literal("</atem:invoke>"), p.space,
+                                        lambda: p.literal("</atem:function_calls>")))
+    return p.tool(opened << tool_close)
