@@ -28,7 +28,8 @@ from ...errors import LlamaException, LlamaUnsupportedException
 from ..render import TemplateInputs
 from ..result import ChatParams
 from ..templates import ChatTemplate
-from .generator import generate_parser, trim_whitespace
+from .generator import generate_parser
+from .helpers import trim_whitespace
 from .model import AutoparserAnalysis, ReasoningMode
 
 __all__ = ["AutoparserError", "apply_autoparser"]

@@ -46,21 +46,14 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..specialized._common import build_grammar, render_content
 from ..templates import ChatTemplate
+from .helpers import trim_whitespace
 from .model import AutoparserAnalysis, ContentAnalysis, ContentMode, ReasoningMode, ToolFormat
 from .tool_parsers import build_tools_parser
 
-__all__ = ["BuildContext", "OPENAI_WRAPPER_TRIGGER", "build_parser", "generate_parser", "trim_whitespace"]
+__all__ = ["OPENAI_WRAPPER_TRIGGER", "BuildContext", "build_parser", "generate_parser"]
 
 # what a model that writes OpenAI's function wrapper starts a call with (a second lazy trigger)
 OPENAI_WRAPPER_TRIGGER = '{"type": "function",'
-
-_C_SPACE = " \t\n\v\f\r"
-
-
-def trim_whitespace(text: str) -> str:
-    """Upstream's ``trim_whitespace``: C ``isspace`` characters off both ends (not Unicode spaces)."""
-    return text.strip(_C_SPACE)
-
 
 def is_always_wrapped(content: ContentAnalysis) -> bool:
     """Content always sits between the analysis's content markers (both known)."""
