@@ -181,12 +181,11 @@ def _content_parser(ctx: BuildContext) -> P:
 
 
 def optional_wrapped_content(ctx: BuildContext) -> P:
-    """``analyze_content::build_optional_wrapped``: wrapped content before tool calls, if any."""
+    """``analyze_content::build_optional_wrapped``: wrapped content before tool calls, if any (only
+    asked for when the content is always wrapped)."""
     p, content = ctx.p, ctx.analysis.content
-    if is_always_wrapped(content):
-        start, end = content.start, content.end
-        return p.optional(p.seq_rtl(start, lambda: p.content(p.until(end)), end))
-    return p.eps()
+    start, end = content.start, content.end
+    return p.optional(p.seq_rtl(start, lambda: p.content(p.until(end)), end))
 
 
 def _response_format_parser(ctx: BuildContext) -> P:
