@@ -8,7 +8,9 @@ Enters: a chat template (Jinja source, untrusted: always sandboxed) and an OpenA
 grammar and its triggers, preserved tokens, stops, thinking tags and the output parser (its
 ``output_parser()`` parses the model's reply, whole or as it streams). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
-as the parity scoreboard measures. Everything that depends only on the template (compiled source,
+as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
+(``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it
+(``named_tool.py``, DESIGN deviation 9). Everything that depends only on the template (compiled source,
 caps, format detection, the autoparser's analysis) is computed once and cached.
 
 Raises ``ChatRequestError`` (a malformed request, upstream's reason), ``JinjaException`` (the
@@ -37,7 +39,8 @@ __all__ = [
 
 
 def apply_chat_template(template: str | ChatTemplates, messages: Any, *, tools: Any = None,
-                        tool_choice: str = "auto", parallel_tool_calls: bool = False, enable_thinking: bool = True,
+                        tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = False,
+                        enable_thinking: bool = True,
                         reasoning_format: str = "deepseek", add_generation_prompt: bool | None = None,
                         continue_final_message: Any = False, response_format: Any = None,
                         grammar: str | None = None, chat_template_kwargs: Mapping[str, Any] | None = None,

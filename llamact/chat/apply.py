@@ -50,7 +50,7 @@ from .workarounds import (
     trim_all_content,
 )
 
-__all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "apply_templates"]
+__all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "apply_templates", "upstream_apply"]
 
 Json = Any
 
@@ -68,6 +68,8 @@ class ChatTemplateInputs:
     ``json_schema`` is a JSON value or JSON text (None: no response format);
     ``chat_template_kwargs`` maps names to JSON values; ``continue_final_message`` is "none",
     "auto", "content" or "reasoning_content"; ``now`` fixes the template clock (None: wall clock).
+    ``named_tool`` is the function a named ``tool_choice`` forces (DESIGN deviation 9; it replaces
+    ``tool_choice``); None keeps upstream's behaviour.
     """
 
     messages: tuple[ChatMessage, ...] = ()
@@ -83,6 +85,7 @@ class ChatTemplateInputs:
     continue_final_message: str = CONTINUATION_NONE
     force_pure_content: bool = False
     now: float | None = None
+    named_tool: str | None = None
 
 
 def _schema(value: Json) -> Json:
@@ -114,7 +117,17 @@ def _check(inputs: ChatTemplateInputs) -> None:
 
 
 def apply_templates(templates: ChatTemplates, inputs: ChatTemplateInputs) -> ChatTemplateResult:
-    """Upstream's ``common_chat_templates_apply`` (see the module docstring)."""
+    """Upstream's ``common_chat_templates_apply`` (see the module docstring); with ``named_tool``,
+    the forced call of DESIGN deviation 9 (``named_tool.apply_named_tool``)."""
+    if inputs.named_tool is not None:
+        from .named_tool import apply_named_tool  # it calls back into upstream_apply
+
+        return apply_named_tool(templates, inputs)
+    return upstream_apply(templates, inputs)
+
+
+def upstream_apply(templates: ChatTemplates, inputs: ChatTemplateInputs) -> ChatTemplateResult:
+    """Upstream's ``common_chat_templates_apply`` alone (``named_tool`` is not looked at)."""
     _check(inputs)
     tools = tools_to_json(list(inputs.tools))
     tmpl = templates.for_request(tools is not None)

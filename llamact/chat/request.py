@@ -8,7 +8,9 @@ json_object / json_schema, or a bare schema; an empty schema means any object), 
 ("none" turns thinking off, anything else reaches the template as ``reasoning_effort``),
 ``chat_template_kwargs["enable_thinking"]`` overriding ``enable_thinking``, ``preserve_reasoning``
 (templates that can keep earlier thoughts), and its request checks. ``add_generation_prompt``
-defaults to true, or false when continuing the last message.
+defaults to true, or false when continuing the last message. ``tool_choice`` may also name a
+function, OpenAI's ``{"type": "function", "function": {"name": ...}}``: llamact then forces an
+immediate call of it (DESIGN deviation 9; llama-server would read it as "auto").
 
 Raises ``ChatRequestError`` (upstream's reasons) and ``LlamaUnsupportedException`` for a
 ``response_format`` shape that is not recognised (DESIGN deviation 8).
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..grammar.response_format import parse_response_format
 from .apply import ChatTemplateInputs
+from .named_tool import require_tool
 from .oai import ChatRequestError, ChatTool, parse_messages, parse_tool_choice, parse_tools
 
 __all__ = ["chat_inputs"]
@@ -38,7 +41,21 @@ def _continuation(value: Json) -> str:
     raise ChatRequestError(f'continue_final_message must be a bool, "content" or "reasoning_content", got {value!r}')
 
 
-def chat_inputs(messages: Json, *, tools: Json = None, tool_choice: str = "auto",
+def _tool_choice(value: Json, tools: list[ChatTool]) -> tuple[str, str | None]:
+    """(upstream's tool choice, the named function or None). A named choice reads as "required"
+    plus the name (DESIGN deviation 9); the name must be one of the tools."""
+    if isinstance(value, str):
+        return parse_tool_choice(value), None
+    function = value.get("function") if isinstance(value, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(value, Mapping) or value.get("type") != "function" or not isinstance(name, str):
+        raise ChatRequestError('tool_choice must be "auto", "required", "none" or {"type": "function", '
+                               f'"function": {{"name": ...}}}}, got {value!r:.200}')
+    require_tool(name, tools)
+    return "required", name
+
+
+def chat_inputs(messages: Json, *, tools: Json = None, tool_choice: str | Mapping[str, Json] = "auto",
                 parallel_tool_calls: bool = False, enable_thinking: bool = True, reasoning_format: str = "deepseek",
                 add_generation_prompt: bool | None = None, continue_final_message: Json = False,
                 response_format: Json = None, grammar: str | None = None,
@@ -49,9 +66,7 @@ def chat_inputs(messages: Json, *, tools: Json = None, tool_choice: str = "auto"
     passed is modified."""
     parsed_messages = parse_messages(messages)
     parsed_tools: list[ChatTool] = parse_tools(tools)
-    if not isinstance(tool_choice, str):
-        raise ChatRequestError(f'tool_choice must be "auto", "required" or "none", got {tool_choice!r:.200}')
-    choice = parse_tool_choice(tool_choice)
+    choice, named_tool = _tool_choice(tool_choice, parsed_tools)
     if choice == "required" and not parsed_tools:
         raise ChatRequestError('tool_choice "required" needs at least one tool')
 
@@ -95,5 +110,5 @@ def chat_inputs(messages: Json, *, tools: Json = None, tool_choice: str = "auto"
         parallel_tool_calls=parallel_tool_calls, reasoning_format=reasoning_format,
         enable_thinking=enable_thinking, add_generation_prompt=add_generation_prompt, json_schema=schema,
         grammar=grammar or "", chat_template_kwargs=kwargs, continue_final_message=continuation,
-        force_pure_content=force_pure_content, now=template_now)
+        force_pure_content=force_pure_content, now=template_now, named_tool=named_tool)
 

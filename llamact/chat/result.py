@@ -84,6 +84,11 @@ class ChatTemplateResult:
     ``format`` is upstream's format name; ``family`` a stable name of the detected template family
     ("gpt_oss", "qwen3_coder_xml", "gemma4", ..., "autoparser", "content_only") for diagnostics.
     ``parser`` is the PEG arena (None: content only); its JSON equals upstream's.
+
+    ``named_tool`` is the function a named ``tool_choice`` forces (DESIGN deviation 9; None
+    otherwise): then ``grammar`` admits only an immediate call of it (after the template's own
+    thought, where it has one) and is not lazy, and ``parser`` is the ``"required"`` parser for all
+    the request's tools. See ``named_tool.py`` for how the engine wires it.
     """
 
     format: str
@@ -100,6 +105,7 @@ class ChatTemplateResult:
     thinking_end_tags: tuple[str, ...]
     parser: Arena | None
     message_delimiters: tuple[MessageDelimiter, ...]
+    named_tool: str | None = None
 
     @classmethod
     def from_params(cls, params: ChatParams, family: str) -> ChatTemplateResult:
@@ -116,7 +122,8 @@ class ChatTemplateResult:
         return ChatOutputParser(self.parser, self.format, self.generation_prompt)
 
     def to_json(self) -> Json:
-        """The oracle's ``chat_apply`` answer shape (``params_to_json`` in tests/oracle/oracle.cpp)."""
+        """The oracle's ``chat_apply`` answer shape (``params_to_json`` in tests/oracle/oracle.cpp);
+        ``named_tool`` has no upstream counterpart and is left out."""
         return {
             "format": self.format,
             "prompt": self.prompt,

@@ -197,7 +197,7 @@ class LlamaEngine:
 
     # -- chat templates ----------------------------------------------------------------------
 
-    def chat_template(self, messages: Any, *, tools: Any = None, tool_choice: str = "auto",
+    def chat_template(self, messages: Any, *, tools: Any = None, tool_choice: str | Mapping[str, Any] = "auto",
                       parallel_tool_calls: bool = False, enable_thinking: bool = True,
                       reasoning_format: str = "deepseek", add_generation_prompt: bool | None = None,
                       continue_final_message: Any = False, response_format: Any = None, grammar: str | None = None,
