@@ -16,7 +16,9 @@ What only carried content goes too, so that no empty wrapper stays admissible: a
 choice that reaches content but no tool call is dropped (GPT-OSS's preamble channel, "content or
 calls"), and an optional or repeated part in the same case becomes whitespace (Command R7B's
 ``<|START_RESPONSE|>...<|END_RESPONSE|>``). Node ids are kept (replaced nodes keep their id), so
-rules and references stay valid; GBNF generation is upstream's (``peg.gbnf``) on the rewritten arena.
+rules and references stay valid. Calls are made one: a repetition of calls (parallel calls, "one or
+more") admits exactly one, the optional calls after a first one go. GBNF generation is upstream's
+(``peg.gbnf``) on the rewritten arena.
 Reading the output stays the family's own parser's job (built for all the tools, see named_tool.py).
 """
 
@@ -31,6 +33,7 @@ from ..peg.arena import (
     Arena,
     Atomic,
     Choice,
+    Epsilon,
     Gbnf,
     Not,
     Parser,
@@ -100,12 +103,22 @@ def _drop_optional_parts(parsers: list[Parser], content_only: set[int], removed:
     return changed
 
 
+def _one_call(parsers: list[Parser], tool: set[int]) -> None:
+    """Repetitions of calls (parallel calls, "one or more") admit one: a mandatory repetition is made
+    exactly one, an optional one (the calls after the first) goes."""
+    for i, node in enumerate(parsers):
+        if isinstance(node, Repetition) and node.child in tool and node.max_count != 1:
+            parsers[i] = replace(node, min_count=1, max_count=1) if node.min_count > 0 else Epsilon()
+
+
 def call_only_arena(arena: Arena) -> Arena | None:
     """``arena`` with its content taken out (see the module docstring); None when no path of it
     produces a tool call."""
-    if arena.root not in _reaching(arena, _is_tool):
+    tool = _reaching(arena, _is_tool)
+    if arena.root not in tool:
         return None
     parsers = list(arena.parsers)
+    _one_call(parsers, tool)
     removed = {i for i, node in enumerate(parsers) if isinstance(node, Tag) and node.tag == CONTENT}
     for i in removed:
         parsers[i] = Space()

@@ -20,7 +20,7 @@ to be read by upstream's parser as the call (``HAND_WRITTEN``). Then, on llamact
   the template has a thought; rejects the content + call turn (or, where an open thought reads that
   text as thought, parses it with no content) and raw text where the call must start (at the
   start unless a thought is open, and right after the thought); rejects the ``calculate`` call;
-  rejects ending with no call;
+  rejects ending with no call, and a second call (of the same tool);
 * the parser reads the accepted output back as upstream's parser does (the oracle's parse with the
   ``"required"`` parser): one call, ``get_weather``, the rendered arguments, no content.
 
@@ -56,6 +56,8 @@ THOUGHT = "I should look up the forecast."
 CONTENT = "Let me check that for you."
 RAW_CONTENT = "Sure thing. "
 REASONING_FORMAT = "deepseek"
+SECOND_CALL: Json = {"id": "call_0003", "type": "function",
+                     "function": {"name": NAMED, "arguments": '{"city": "Tokyo"}'}}
 
 
 @dataclass
@@ -70,6 +72,7 @@ class NamedToolRow:
     rejected_content: bool | None = None
     rejected_other_tool: bool | None = None
     rejected_no_call: bool | None = None
+    rejected_second_call: bool | None = None
     parsed: bool | None = None
     upstream_reads_call: bool | None = None  # refused templates: upstream's parse finds a call in the turn
     prompt_equal: bool | None = None  # prompt and generation prompt are upstream's for tool_choice="required"
@@ -79,7 +82,8 @@ class NamedToolRow:
     def ok(self) -> bool:
         if not self.supported:
             return self.upstream_reads_call is False
-        checks = (self.rejected_content, self.rejected_other_tool, self.rejected_no_call, self.parsed)
+        checks = (self.rejected_content, self.rejected_other_tool, self.rejected_no_call, self.rejected_second_call,
+                  self.parsed)
         return bool(self.accepted_call or self.accepted_thought_call) and all(c is not False for c in checks) \
             and self.parsed is True and self.rejected_other_tool is True and self.prompt_equal is True
 
@@ -90,14 +94,14 @@ class NamedToolRow:
         if not self.supported:
             upstream = {None: "?", True: "upstream reads a call!", False: "upstream reads no call either"}
             notes = "; ".join([upstream[self.upstream_reads_call], *self.notes])
-            return [self.template, self.family, "refused", "", "", "", "", "", notes]
+            return [self.template, self.family, "refused", "", "", "", "", "", "", notes]
         return [self.template, self.family, mark(self.accepted_call), mark(self.accepted_thought_call),
                 mark(self.rejected_content), mark(self.rejected_other_tool), mark(self.rejected_no_call),
-                mark(self.parsed), "; ".join(self.notes)]
+                mark(self.rejected_second_call), mark(self.parsed), "; ".join(self.notes)]
 
 
 HEADER = ["template", "family", "accepted call", "accepted thought+call", "rejected content",
-          "rejected other tool", "rejected no call", "parsed", "notes"]
+          "rejected other tool", "rejected no call", "rejected 2nd call", "parsed", "notes"]
 
 
 def named_result(source: str, reasoning_format: str = REASONING_FORMAT) -> ChatTemplateResult:
@@ -194,8 +198,9 @@ class _Synthesiser:
         return [opener + rendered[split:] for opener in openers]
 
 
-def _call_message(*, reasoning: str = "", content: str = "", call: Json = CALL_WEATHER) -> Json:
-    message: Json = {"role": "assistant", "content": content, "tool_calls": [call]}
+def _call_message(*, reasoning: str = "", content: str = "", call: Json = CALL_WEATHER,
+                  calls: tuple[Json, ...] = ()) -> Json:
+    message: Json = {"role": "assistant", "content": content, "tool_calls": list(calls or (call,))}
     if reasoning:
         message["reasoning_content"] = reasoning
     return message
@@ -281,6 +286,7 @@ class _Outputs:
     thought_call: list[str] | None
     content_call: list[str] | None
     other_tool: list[str] | None
+    two_calls: list[str] | None
 
 
 def _outputs(oracle: OracleClient, name: str, source: str, upstream: Json, result: ChatTemplateResult,
@@ -292,22 +298,23 @@ def _outputs(oracle: OracleClient, name: str, source: str, upstream: Json, resul
         row.notes.append("hand-written call" + ("" if not isinstance(parsed, OracleError) and _is_named_call(parsed)
                                                 else ", which upstream does not read as the call!"))
         if isinstance(parsed, OracleError) or not _is_named_call(parsed):
-            return _Outputs(None, None, None, None)
-        return _Outputs([call], None, [CONTENT + call], [other])
+            return _Outputs(None, None, None, None, None)
+        return _Outputs([call], None, [CONTENT + call], [other], [call + call.replace("Paris", "Tokyo")])
     synthesise = _Synthesiser(oracle, source, upstream, row)
     can_think = _thought_state(result) in ("open", "optional")
     thought_call = synthesise(_call_message(reasoning=THOUGHT), "thought+call") if can_think else None
     return _Outputs(synthesise(_call_message(), "call"),
                     thought_call if thought_call and any(THOUGHT in v for v in thought_call) else None,
                     synthesise(_call_message(content=CONTENT), "content+call"),
-                    synthesise(_call_message(call=CALL_CALC_TYPED), "other tool"))
+                    synthesise(_call_message(call=CALL_CALC_TYPED), "other tool"),
+                    synthesise(_call_message(calls=(CALL_WEATHER, SECOND_CALL)), "two calls"))
 
 
 def _check_refused(oracle: OracleClient, source: str, upstream: Json, row: NamedToolRow) -> None:
     """A refused template: upstream must not read a call from the template's own call turn either."""
     if isinstance(upstream, OracleError):
         row.upstream_reads_call = False
-        row.notes.append(f"upstream fails as well: {upstream.message}")
+        row.notes.append("upstream fails as well: " + " ".join(upstream.message.split())[:100])
         return
     synthesise = _Synthesiser(oracle, source, upstream, row)
     row.upstream_reads_call = False
@@ -358,8 +365,9 @@ def check_template(oracle: OracleClient, name: str, source: str) -> NamedToolRow
     content_ok = []
     if outputs.content_call is not None and any(CONTENT in v for v in outputs.content_call):
         taken = _longest_sentence(acceptor, gen, outputs.content_call)
-        if taken is not None and CONTENT in taken:
-            # only where the template's open thought reads the text as thought: no content then
+        if taken is None or CONTENT not in taken:
+            content_ok.append(True)
+        else:  # only where the template's open thought reads the text as thought: no content then
             content_ok.append(not _parse(result, taken).get("content", "").strip())
             row.notes.append("content+call: read as thought")
     if _thought_state(result) != "open":  # else raw text at the start is a thought
@@ -375,6 +383,9 @@ def check_template(oracle: OracleClient, name: str, source: str) -> NamedToolRow
     row.rejected_no_call = all(no_call)
     if outputs.other_tool is not None:
         row.rejected_other_tool = _longest_sentence(acceptor, gen, outputs.other_tool) is None
+    if outputs.two_calls is not None and any("Tokyo" in v for v in outputs.two_calls):
+        taken = _longest_sentence(acceptor, gen, outputs.two_calls)
+        row.rejected_second_call = taken is None or "Tokyo" not in taken
     return row
 
 

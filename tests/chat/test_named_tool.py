@@ -161,6 +161,19 @@ def test_response_format_does_not_apply_to_a_forced_call() -> None:
     assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [("get_weather", {"city": "Paris"})]
 
 
+def test_one_call_only_where_the_family_admits_several() -> None:
+    # Hermes's "required" grammar admits one or more calls; the forced one admits exactly one
+    named = apply_chat_template(_source("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use"), [USER], tools=TOOLS,
+                                tool_choice=NAMED, parallel_tool_calls=True)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    acceptor = _acceptor(named.grammar)
+    assert acceptor.accepts(named.generation_prompt + call)
+    assert not acceptor.is_viable_prefix(named.generation_prompt + call + "\n<tool_call>")
+    required = apply_chat_template(_source("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use"), [USER], tools=TOOLS,
+                                   tool_choice="required", parallel_tool_calls=True)
+    assert _acceptor(required.grammar).is_viable_prefix(required.generation_prompt + call + "\n<tool_call>")
+
+
 def test_the_other_tools_stay_readable_by_the_parser() -> None:
     # the parser is the request's (all tools): a call of another tool, which the grammar never admits,
     # is still read, so that nothing is lost when no grammar constrained the output
@@ -232,6 +245,15 @@ def test_content_only_alternatives_and_optional_parts_go() -> None:
     assert not acceptor.is_viable_prefix("<gen><r>")  # the optional response wrapper
     assert not acceptor.accepts("<gen>")              # "content or calls": the calls
     assert not acceptor.accepts("<gen>text")
+
+
+def test_repeated_calls_become_one() -> None:
+    arena = _arena(lambda p: p.literal("<gen>") + p.one_or_more(_call(p))
+                   + p.zero_or_more(p.literal(",") + p.tool(p.tool_name(p.literal("g")))))
+    acceptor = _acceptor(call_only_grammar(arena) or "")
+    assert acceptor.accepts("<gen><call>f</call>")
+    assert not acceptor.is_viable_prefix("<gen><call>f</call><call>")
+    assert not acceptor.is_viable_prefix("<gen><call>f</call>,")
 
 
 def test_an_arena_without_a_tool_call_gives_no_grammar() -> None:
