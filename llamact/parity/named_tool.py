@@ -76,6 +76,7 @@ class NamedToolRow:
     parsed: bool | None = None
     upstream_reads_call: bool | None = None  # refused templates: upstream's parse finds a call in the turn
     prompt_equal: bool | None = None  # prompt and generation prompt are upstream's for tool_choice="required"
+    accepted_output: str | None = None  # the model output (after the generation prompt) the grammar accepted
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -349,6 +350,7 @@ def check_template(oracle: OracleClient, name: str, source: str) -> NamedToolRow
     accepted_thought = _longest_sentence(acceptor, gen, outputs.thought_call)
     row.accepted_thought_call = None if outputs.thought_call is None else accepted_thought is not None
     accepted = accepted or accepted_thought
+    row.accepted_output = accepted
     if accepted is None:
         if not upstream["grammar_lazy"] and upstream["grammar"]:
             required = GbnfAcceptor(parse_gbnf(upstream["grammar"]))

@@ -17,9 +17,9 @@ import pytest
 from llamact.chat import ChatRequestError, apply_chat_template, chat_inputs
 from llamact.chat.named_grammar import call_only_arena, call_only_grammar
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
-from llamact.errors import LlamaUnsupportedException
+from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
 from llamact.grammar import GbnfAcceptor, parse_gbnf
-from llamact.parity.named_tool import HEADER, check_template
+from llamact.parity.named_tool import HEADER, NamedToolRow, check_template, named_result
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOLS, USER
 from llamact.peg.arena import Space
@@ -43,11 +43,61 @@ def _acceptor(grammar: str) -> GbnfAcceptor:
 # -- every vendored template, against what upstream renders ------------------------------------------
 
 
+_ROWS: dict[str, NamedToolRow] = {}
+
+
+def _row(oracle: OracleClient, stem: str) -> NamedToolRow:
+    """The per-template check, once per session (both tests below read it)."""
+    if stem not in _ROWS:
+        _ROWS[stem] = check_template(oracle, stem, _source(stem))
+    return _ROWS[stem]
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("stem", sorted(p.stem for p in TEMPLATES.glob("*.jinja")))
 def test_every_template_forces_the_named_call_or_is_refused_like_upstream(oracle: OracleClient, stem: str) -> None:
-    row = check_template(oracle, stem, _source(stem))
+    row = _row(oracle, stem)
     assert row.ok, dict(zip(HEADER, row.cells(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def smollm2_engine(smollm2_path: Path) -> Any:
+    from llamact import LlamaEngine, ModelParams
+
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=512)) as engine:
+        yield engine
+
+
+@pytest.mark.parity
+@pytest.mark.model
+@pytest.mark.parametrize("stem", sorted(p.stem for p in TEMPLATES.glob("*.jinja")))
+def test_llama_cpp_takes_the_grammar_prefilled_with_the_generation_prompt(oracle: OracleClient, smollm2_engine: Any,
+                                                                          stem: str) -> None:
+    """As the engine wires it: llama.cpp's own grammar sampler, the generation prompt's tokens accepted
+    first (prefill), then the template's call token by token, then the end of generation."""
+    from llamact.native.sampler import Grammar, SamplerChain
+
+    row = _row(oracle, stem)
+    if not row.supported:
+        return  # refused: there is no grammar (the test above checks upstream reads no call either)
+    assert row.accepted_output is not None
+    result = named_result(_source(stem))
+    engine = smollm2_engine
+    prefill = engine.tokenize(result.generation_prompt, add_special=False, parse_special=True)
+    eos = engine.model.vocab.eos
+
+    def prefilled() -> Any:
+        sampler = SamplerChain(engine.model, [Grammar(result.grammar)])
+        for token in prefill:
+            sampler.accept(token)
+        return sampler
+
+    with prefilled() as sampler, pytest.raises(LlamaInferenceException, match="not allowed by the grammar"):
+        sampler.accept(eos)  # no call yet
+    with prefilled() as sampler:
+        for token in engine.tokenize(row.accepted_output, add_special=False, parse_special=True):
+            sampler.accept(token)
+        sampler.accept(eos)
 
 
 # -- the request layer ----------------------------------------------------------------------------------
