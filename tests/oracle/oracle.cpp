@@ -983,6 +983,143 @@ static ojson op_analyze(const ojson & req) {
     return analysis_to_json(analysis);
 }
 
+// The inverse of analysis_to_json (a field left out keeps upstream's default).
+template <typename E>
+static E enum_from_name(const ojson & obj, const char * key, E def, std::initializer_list<E> values) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        return def;
+    }
+    if (!it->is_string()) {
+        throw bad_request(std::string("field '") + key + "' must be a string");
+    }
+    for (E value : values) {
+        if (enum_name(value) == it->get<std::string>()) {
+            return value;
+        }
+    }
+    throw bad_request(std::string("field '") + key + "' has an unknown value: " + it->get<std::string>());
+}
+
+static const ojson & opt_object(const ojson & obj, const char * key) {
+    static const ojson empty = ojson::object();
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        return empty;
+    }
+    if (!it->is_object()) {
+        throw bad_request(std::string("field '") + key + "' must be an object");
+    }
+    return *it;
+}
+
+static autoparser::autoparser analysis_from_json(const ojson & j) {
+    using namespace autoparser;
+    autoparser::autoparser a;
+    const ojson & caps = opt_object(j, "jinja_caps");
+    const std::pair<const char *, bool *> flags[] = {
+        {"supports_tools", &a.jinja_caps.supports_tools},
+        {"supports_tool_calls", &a.jinja_caps.supports_tool_calls},
+        {"supports_system_role", &a.jinja_caps.supports_system_role},
+        {"supports_parallel_tool_calls", &a.jinja_caps.supports_parallel_tool_calls},
+        {"supports_preserve_reasoning", &a.jinja_caps.supports_preserve_reasoning},
+        {"supports_reasoning_effort", &a.jinja_caps.supports_reasoning_effort},
+        {"supports_string_content", &a.jinja_caps.supports_string_content},
+        {"supports_typed_content", &a.jinja_caps.supports_typed_content},
+        {"supports_object_arguments", &a.jinja_caps.supports_object_arguments},
+    };
+    for (const auto & [key, dst] : flags) {
+        *dst = opt_bool(caps, key, *dst);
+    }
+    a.user_start      = opt_string(j, "user_start", "");
+    a.assistant_start = opt_string(j, "assistant_start", "");
+    const ojson & r = opt_object(j, "reasoning");
+    a.reasoning.mode  = enum_from_name(r, "mode", reasoning_mode::NONE,
+                                       {reasoning_mode::NONE, reasoning_mode::TAG_BASED, reasoning_mode::TOOLS_ONLY});
+    a.reasoning.start = opt_string(r, "start", "");
+    a.reasoning.end   = opt_string(r, "end", "");
+    const ojson & c = opt_object(j, "content");
+    a.content.mode  = enum_from_name(c, "mode", content_mode::PLAIN,
+                                     {content_mode::PLAIN, content_mode::ALWAYS_WRAPPED, content_mode::WRAPPED_WITH_REASONING});
+    a.content.start = opt_string(c, "start", "");
+    a.content.end   = opt_string(c, "end", "");
+    a.content.requires_nonnull_content = opt_bool(c, "requires_nonnull_content", false);
+    const ojson & t = opt_object(j, "tools");
+    const ojson & f = opt_object(t, "format");
+    auto & fmt = a.tools.format;
+    fmt.mode = enum_from_name(f, "mode", tool_format::NONE, {tool_format::NONE, tool_format::JSON_NATIVE,
+                                                              tool_format::TAG_WITH_JSON, tool_format::TAG_WITH_TAGGED});
+    fmt.section_start          = opt_string(f, "section_start", "");
+    fmt.section_end            = opt_string(f, "section_end", "");
+    fmt.per_call_start         = opt_string(f, "per_call_start", "");
+    fmt.per_call_end           = opt_string(f, "per_call_end", "");
+    fmt.fun_name_is_key        = opt_bool(f, "fun_name_is_key", false);
+    fmt.tools_array_wrapped    = opt_bool(f, "tools_array_wrapped", false);
+    fmt.openai_wrapper_trigger = opt_bool(f, "openai_wrapper_trigger", false);
+    fmt.function_field         = opt_string(f, "function_field", fmt.function_field);
+    fmt.name_field             = opt_string(f, "name_field", fmt.name_field);
+    fmt.args_field             = opt_string(f, "args_field", fmt.args_field);
+    fmt.id_field               = opt_string(f, "id_field", "");
+    fmt.gen_id_field           = opt_string(f, "gen_id_field", "");
+    fmt.parameter_order        = opt_strings(f, "parameter_order");
+    const ojson & fn = opt_object(t, "function");
+    a.tools.function.name_prefix    = opt_string(fn, "name_prefix", "");
+    a.tools.function.name_suffix    = opt_string(fn, "name_suffix", "");
+    a.tools.function.args_separator = opt_string(fn, "args_separator", "");
+    a.tools.function.close          = opt_string(fn, "close", "");
+    const ojson & args = opt_object(t, "arguments");
+    auto & arg = a.tools.arguments;
+    arg.start        = opt_string(args, "start", "");
+    arg.end          = opt_string(args, "end", "");
+    arg.name_prefix  = opt_string(args, "name_prefix", "");
+    arg.name_suffix  = opt_string(args, "name_suffix", "");
+    arg.value_prefix = opt_string(args, "value_prefix", "");
+    arg.value_suffix = opt_string(args, "value_suffix", "");
+    arg.separator    = opt_string(args, "separator", "");
+    arg.tolerate_intertag_whitespace = opt_bool(args, "tolerate_intertag_whitespace", false);
+    const ojson & id = opt_object(t, "call_id");
+    a.tools.call_id.pos    = enum_from_name(id, "pos", call_id_position::NONE,
+                                            {call_id_position::NONE, call_id_position::PRE_FUNC_NAME,
+                                             call_id_position::BETWEEN_FUNC_AND_ARGS, call_id_position::POST_ARGS});
+    a.tools.call_id.prefix = opt_string(id, "prefix", "");
+    a.tools.call_id.suffix = opt_string(id, "suffix", "");
+    a.analysis_complete = opt_bool(j, "analysis_complete", false);
+    a.preserved_tokens  = opt_strings(j, "preserved_tokens");
+    a.additional_stops  = opt_strings(j, "additional_stops");
+    return a;
+}
+
+// peg_generator::generate_parser on the template with a given analysis (any shape, not only what a
+// template's analysis finds) and generation_params as the apply pipeline hands them over
+// (messages/tools as OpenAI JSON, continuation already resolved); the result as chat_apply's.
+static ojson op_autoparser_generate(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    const auto analysis = analysis_from_json(require(req, "analysis"));
+    const ojson & in = require(req, "params");
+    autoparser::generation_params params;
+    params.messages = to_common(require(in, "messages"));
+    auto tools = in.find("tools");
+    if (tools != in.end() && !tools->is_null()) {
+        params.tools = to_common(*tools);
+    }
+    params.tool_choice = common_chat_tool_choice_parse_oaicompat(opt_string(in, "tool_choice", "auto"));
+    auto schema = in.find("json_schema");
+    if (schema != in.end() && !schema->is_null()) {
+        params.json_schema = to_common(*schema);
+    }
+    params.parallel_tool_calls   = opt_bool(in, "parallel_tool_calls", false);
+    params.reasoning_format      = common_reasoning_format_from_name(opt_string(in, "reasoning_format", "none"));
+    params.enable_thinking       = opt_bool(in, "enable_thinking", true);
+    params.add_generation_prompt = opt_bool(in, "add_generation_prompt", true);
+    auto cont = in.find("continue_final_message");
+    if (cont != in.end() && !cont->is_null()) {
+        params.continue_final_message = common_chat_continuation_parse(to_common(*cont));
+        params.continue_msg           = msg_from_json(require(in, "continue_msg"));
+    }
+    params.extra_context = to_common(opt_object(in, "extra_context"));
+    return params_to_json(autoparser::peg_generator::generate_parser(*tmpls->template_default, params, analysis));
+}
+
 // For benchmarks: the analysis `iterations` times on one compiled template, each timed in-process.
 static ojson op_analyze_timing(const ojson & req) {
     const auto tmpls = templates_from_request(req);
@@ -1087,6 +1224,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"peg_build", op_peg_build},
         {"analyze", op_analyze},
         {"analyze_timing", op_analyze_timing},
+        {"autoparser_generate", op_autoparser_generate},
         {"autoparser_helper", op_autoparser_helper},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
