@@ -359,18 +359,23 @@ def _execute(template: CompiledTemplate, budget: Budget, messages: list[Any], to
 
 def _at(v: Any, key: int | str) -> Any:
     """Upstream's ``value->at(key)`` on a probe's values after the render (the template may have
-    changed them): raises JinjaRuntimeError with upstream's message where ``at`` throws."""
+    changed them): raises JinjaRuntimeError ("caps probing failed: " and upstream's message) where
+    ``at`` throws, which fails the template's loading upstream."""
     if isinstance(key, int):
-        if isinstance(v, (list, tuple)):
-            if key >= len(v):
-                raise JinjaRuntimeError(f"Index {key} out of bounds for array of size {len(v)}", "caps")
-            return v[key]
-        raise JinjaRuntimeError(f"{type_name(v)} is not an array value", "caps")
-    if isinstance(v, dict):
-        if key not in v:
-            raise JinjaRuntimeError(f"Key '{key}' not found in value of type Object", "caps")
+        if not isinstance(v, (list, tuple)):
+            raise _probing_failed(f"{type_name(v)} is not an array value")
+        if key >= len(v):
+            raise _probing_failed(f"Index {key} out of bounds for array of size {len(v)}")
         return v[key]
-    raise JinjaRuntimeError(f"{type_name(v)} is not an object value", "caps")
+    if not isinstance(v, dict):
+        raise _probing_failed(f"{type_name(v)} is not an object value")
+    if key not in v:
+        raise _probing_failed(f"Key '{key}' not found in value of type Object")
+    return v[key]
+
+
+def _probing_failed(message: str) -> JinjaRuntimeError:
+    return JinjaRuntimeError("caps probing failed: " + message, "caps")
 
 
 def _path(v: Any, *keys: int | str) -> Any:

@@ -211,6 +211,16 @@ def _jinja_runner(case: Case) -> Json:
     return render(case.input["template"], case.input["context"], now=ORACLE_NOW, source_name=case.id)
 
 
+def _chat_apply_runner(case: Case) -> Json:
+    from .apply_runner import apply_request
+
+    return apply_request(case.input, ORACLE_NOW)
+
+
+def _template_render_runner(case: Case) -> Json:
+    return {"prompt": _chat_apply_runner(case)["prompt"]}
+
+
 def _caps_runner(case: Case) -> Json:
     from ..jinja.caps import template_caps
 
@@ -226,8 +236,8 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
                   _jinja_runner),
         Component("caps", "template capability maps, every vendored template", _caps_runner),
-        Component("template_render", "prompts: every template x the scenario matrix"),
-        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),
+        Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
+        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",

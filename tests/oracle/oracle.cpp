@@ -507,6 +507,35 @@ static ojson op_chat_apply(const ojson & req) {
     return params_to_json(common_chat_templates_apply(tmpls.get(), inputs));
 }
 
+// For benchmarks: upstream's cost of a request, timed in-process. `init_us`: a fresh
+// common_chat_templates_init (compile + caps probing) per iteration; `apply_us`: apply on templates
+// initialised once, as llama-server does per request (the autoparser's analysis included).
+static ojson op_chat_apply_timing(const ojson & req) {
+    const std::string src = req_string(req, "template");
+    const int64_t iterations = opt_int(req, "iterations", 5);
+    if (iterations < 1 || iterations > 10000) {
+        throw bad_request("need 1 <= 'iterations' <= 10000");
+    }
+    const auto inputs = inputs_from_json(require(req, "inputs"));
+    const std::string bos = opt_string(req, "bos_token", "");
+    const std::string eos = opt_string(req, "eos_token", "");
+    using clock = std::chrono::steady_clock;
+    ojson init_us = ojson::array();
+    ojson apply_us = ojson::array();
+    size_t checksum = 0;
+    auto kept = common_chat_templates_init(nullptr, src, bos, eos);
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto t0 = clock::now();
+        auto tmpls = common_chat_templates_init(nullptr, src, bos, eos);
+        init_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        const auto t1 = clock::now();
+        const auto params = common_chat_templates_apply(kept.get(), inputs);
+        apply_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t1).count());
+        checksum += params.prompt.size() + params.grammar.size() + params.parser.size();
+    }
+    return {{"init_us", init_us}, {"apply_us", apply_us}, {"checksum", checksum}};
+}
+
 static ojson op_chat_parse(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -898,6 +927,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"jinja_render_timing", op_jinja_render_timing},
         {"caps", op_caps},
         {"chat_apply", op_chat_apply},
+        {"chat_apply_timing", op_chat_apply_timing},
         {"chat_parse", op_chat_parse},
         {"chat_parse_stream", op_chat_parse_stream},
         {"chat_parse_timing", op_chat_parse_timing},
