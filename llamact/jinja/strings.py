@@ -241,6 +241,7 @@ def _indent(v: Any, *args: Any, **kwargs: Any) -> str:
     if not isinstance(v, str):
         raise TemplateError("indent() first argument must be a string")
     if is_int(width):
+        _charged(max(width, 0))  # the pad itself, before it is built
         pad = " " * max(width, 0)
     elif isinstance(width, str):
         pad = width

@@ -152,6 +152,8 @@ class _Text:
         for i, item in enumerate(items):
             if i:
                 self._add(", ")
+                if not i & 1023:
+                    self.budget.check_time()
             if isinstance(v, dict):
                 self._add(as_repr(item[0]))
                 self._add(": ")
@@ -194,8 +196,7 @@ class _Printed(_Text):
     __slots__ = ()
 
     def write(self, v: Value) -> None:
-        self.budget.check_time()
-        for item in v:
+        for item in paced(v, self.budget):
             if isinstance(item, str):
                 self._add(item)
             elif isinstance(item, (int, float)):
