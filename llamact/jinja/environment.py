@@ -218,6 +218,8 @@ def _internal_filters() -> dict[str, Any]:
         return binop(op, left, right)
 
     def concat(first: Any, *rest: Any) -> Any:
+        if len(rest) == 1:
+            return binop("~", first, rest[0])  # the common case; binop's fast path
         return chain("~", first, *rest)
 
     def add(first: Any, *rest: Any) -> Any:

@@ -26,14 +26,17 @@ def is_in(needle: Any, haystack: Any) -> bool:
     if is_undefined(haystack):
         return False
     if isinstance(haystack, (list, tuple)):
-        return any(equal(needle, item) for item in paced(haystack, current_budget()))
+        # short lists (``role in ['user', 'system']``, the common case) are not worth a clock read
+        items = haystack if len(haystack) <= 32 else paced(haystack, current_budget(), 64)
+        return any(equal(needle, item) for item in items)
     if isinstance(haystack, str):
         if not isinstance(needle, str):
             raise TemplateError("'in' test expects args[1] as string when args[0] is string, got args[1] as "
                                 + type_name(needle))
         return needle in haystack
     if isinstance(haystack, dict):
-        return any(equal(needle, k) for k in paced(haystack, current_budget()))
+        keys = haystack if len(haystack) <= 32 else paced(haystack, current_budget(), 64)
+        return any(equal(needle, k) for k in keys)
     raise TemplateError("'in' test expects iterable as first argument, got " + type_name(haystack))
 
 
