@@ -25,6 +25,7 @@ from typing import Any
 import jinja2
 
 from .budget import Budget, RenderLimits, reset_budget, set_budget
+from .codecache import compile_cached
 from .environment import LlamaEnvironment
 from .errors import (
     JinjaException,
@@ -47,7 +48,7 @@ def _environment() -> LlamaEnvironment:
 
 @functools.lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
-    return _environment().from_string(source)
+    return compile_cached(_environment(), "render", source)
 
 
 # Compiled templates known to write to their context: their renders copy it up front (isolation.py).

@@ -40,6 +40,7 @@ from jinja2.visitor import NodeTransformer
 
 from . import DEFAULT_LIMITS, CompiledTemplate, JinjaException, JinjaLimitExceeded, JinjaRuntimeError, compile_template
 from .budget import Budget, RenderLimits, current_budget
+from .codecache import compile_cached
 from .environment import LlamaEnvironment, _Filters, _Tests, member
 from .filters import _COERCED, ALIASES
 from .methods import builtins_for, tojson
@@ -481,7 +482,7 @@ def template_caps(source: str, *, limits: RenderLimits | None = None) -> Templat
     JinjaLimitExceeded when the probes together exceed ``limits`` (default: a render's)."""
     compile_template(source, "caps")  # upstream's constructor parses (and throws) before probing
     try:
-        probe_template = _probe_environment().from_string(source)
+        probe_template = compile_cached(_probe_environment(), "caps-probe", source)
     except jinja2.TemplateError as exc:  # pragma: no cover - compile_template refused it first
         raise JinjaException(str(exc), "caps") from None
     template = CompiledTemplate(source, "caps", probe_template)
