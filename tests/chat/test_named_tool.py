@@ -100,6 +100,16 @@ def test_llama_cpp_takes_the_grammar_prefilled_with_the_generation_prompt(oracle
         sampler.accept(eos)
 
 
+@pytest.mark.model
+def test_the_engine_hands_out_the_forced_call(smollm2_engine: Any) -> None:
+    result = smollm2_engine.chat_template([USER], tools=TOOLS, tool_choice=NAMED,
+                                          custom_template=_source("NousResearch-Hermes-3-Llama-3.1-8B-tool_use"))
+    assert (result.named_tool, result.grammar_lazy, result.grammar_triggers) == ("get_weather", False, ())
+    with pytest.raises(ChatRequestError, match="'get_time', which is not among"):
+        smollm2_engine.chat_template([USER], tools=TOOLS, tool_choice={"type": "function",
+                                                                        "function": {"name": "get_time"}})
+
+
 # -- the request layer ----------------------------------------------------------------------------------
 
 
