@@ -5,8 +5,9 @@ forces an immediate call of N.
 
 llama-server reads a named tool choice as "auto"; llamact makes the model call N at once: the
 grammar admits the template's generation prompt, the template's own thought where it has one
-(optional, or forced when the generation prompt opens it), then one call of N, and nothing else --
-no content before or after, no other tool. ``"required"`` keeps upstream's meaning.
+(optional, or forced when the generation prompt opens it), then exactly one call of N, and nothing
+else -- no content before or after (a little whitespace where the template puts newlines), no other
+tool, no second call. ``"required"`` keeps upstream's meaning.
 
 How it is built, for every family (specialized or autoparser) alike:
 
@@ -15,8 +16,11 @@ How it is built, for every family (specialized or autoparser) alike:
   preserved tokens and thinking tags are that result's;
 * it is applied again with only N (``"required"``, one call, reasoning extracted so that the
   family's parser keeps a thought apart from content), and that parser's grammar, with every
-  content part taken out (``named_grammar.call_only_grammar``), is the grammar. It begins with
-  the same generation prompt, as upstream's ``"required"`` grammars do.
+  content part taken out and its calls made one (``named_grammar.call_only_grammar``), is the
+  grammar. It begins with the same generation prompt, as upstream's ``"required"`` grammars do
+  (checked: a template whose generation prompt changed with the tool list is refused).
+
+With ``parallel_tool_calls`` the parser still reads several calls, but the grammar admits one.
 
 ``response_format`` constrains a text answer; a forced call has none, so it does not apply to this
 turn (OpenAI's reading too). With ``reasoning_format="none"`` the grammar still lets the model think
@@ -29,7 +33,10 @@ the tokenized ``generation_prompt`` (accepted by the grammar sampler before the 
 token), since its root begins with that text. It applies from the first token on, the thought
 included: a thought is free text up to the family's end tag, so the reasoning-budget sampler may
 force that end tag and the grammar accepts it; once the thought is closed only the call is
-admitted, and after the call only end of generation (or an ``additional_stops`` string).
+admitted, and after the call only end of generation (or an ``additional_stops`` string). Upstream's
+trick of sampling first and applying the grammar only when the sampled token is rejected
+(``common_sampler_sample``) matters here: the grammar is active on every token, and checking a
+whole vocabulary against it per token is slow.
 
 Raises ``ChatRequestError`` (N is not among the tools; a request this cannot serve: pure content,
 continuing the final message) and ``LlamaUnsupportedException`` naming the template when it has no
