@@ -28,6 +28,8 @@ class Component:
     runner: Runner | None = None
     # A deliberate deviation (DESIGN.md "Deviations") is counted apart, never as equal.
     is_deviation: Callable[[Case, Json], bool] | None = None
+    # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different".
+    judge: Callable[[Case, Json], str] | None = None
 
     @property
     def implemented(self) -> bool:
@@ -262,4 +264,7 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
                   model_runners.tokenize if model_runners else None),
         Component("generate_greedy", "greedy generation with the real models, token for token",
                   model_runners.generate_greedy if model_runners else None),
+        # runner: engine.create() answering a server_e2e case as a ChatAnswer's JSON (issue 12);
+        # judge: lambda case, got: server_e2e.judge(case, got).kind
+        Component("server_e2e", "llama-server itself vs engine.create(): tokens, chunks, messages", None),
     ]

@@ -56,6 +56,16 @@ def score_component(component: Component, cases: list[Case], max_differences: in
         if component.is_deviation is not None and component.is_deviation(case, got):
             row.deviation += 1
             continue
+        if component.judge is not None:   # it judges an error answer too
+            verdict = component.judge(case, got)
+            if verdict == "equal":
+                row.equal += 1
+            elif verdict == "deviation":
+                row.deviation += 1
+            else:
+                row.different += 1
+                _record(row, case, got, max_differences)
+            continue
         if case.oracle_error:
             # a runner may answer an error as data, to have its message compared too
             if raised is not None or _same(case.expected, got):
