@@ -54,10 +54,19 @@ class ChatOutputParser:
         self.generation_prompt = generation_prompt
         self._mapper = mapper_for_format(format)
         self._incremental = IncrementalParser(compile_parser(parser), lenient=True)
+        #: the raw PEG result of the last :meth:`parse` (set even when it raised): its AST nodes
+        #: carry what the message flattens, e.g. where each thought starts and ends
+        self.last_result: ParseResult | None = None
+
+    @property
+    def compiled(self) -> CompiledParser:
+        """The compiled parser, to share with another ChatOutputParser of the same template."""
+        return self._incremental.compiled
 
     def parse(self, text: str, is_partial: bool) -> ChatMessage:
         """The message for the output ``text`` so far (``is_partial``: more may follow)."""
         result = self._incremental.parse(self.generation_prompt + text if self.generation_prompt else text)
+        self.last_result = result
         return self._message(result, is_partial)
 
     def _message(self, result: ParseResult, is_partial: bool) -> ChatMessage:

@@ -597,6 +597,8 @@ static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
 // UTF-8-safe prefix at a time, each prefix is parsed partially (the whole text finally not), tool
 // calls get stable ids ("call_<n>" here, random upstream) and each step's diffs against the
 // previous message are computed. One request instead of one per prefix keeps corpora cheap.
+// Optional "ends": the byte offsets (ascending) where the text is parsed, as tokens would cut it;
+// by default every UTF-8-safe offset from 0.
 static ojson op_chat_parse_stream(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -610,15 +612,31 @@ static ojson op_chat_parse_stream(const ojson & req) {
     size_t next_id = 0;
     auto gen_id = [&next_id]() { return "call_" + std::to_string(next_id++); };
 
-    ojson steps = ojson::array();
-    for (size_t end = 0; end <= text.size(); end++) {
-        const bool at_boundary = end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80;
-        if (!at_boundary) {
-            continue;
+    std::vector<size_t> ends;
+    if (req.contains("ends")) {
+        for (const auto & e : require(req, "ends")) {
+            if (!e.is_number_unsigned() || e.get<size_t>() > text.size() || (!ends.empty() && e.get<size_t>() < ends.back())) {
+                throw bad_request("'ends' must be ascending byte offsets within 'text'");
+            }
+            ends.push_back(e.get<size_t>());
         }
+        if (ends.empty() || ends.back() != text.size()) {
+            ends.push_back(text.size());
+        }
+    } else {
+        for (size_t end = 0; end <= text.size(); end++) {
+            if (end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80) {
+                ends.push_back(end);
+            }
+        }
+    }
+
+    ojson steps = ojson::array();
+    for (size_t i = 0; i < ends.size(); i++) {
+        const size_t end = ends[i];
         for (const bool is_partial : {true, false}) {
-            if (!is_partial && end != text.size()) {
-                continue;
+            if (!is_partial && i + 1 != ends.size()) {
+                continue;  // the final parse once, at the whole text
             }
             ojson step = {{"end", end}, {"is_partial", is_partial}};
             common_chat_msg msg;
