@@ -96,6 +96,7 @@ class Streamed:
     ids: list[str]
     message: ChatMessage
     parser: ChatStreamParser
+    early_calls: int = 0  # tool-call deltas that came before finish
 
     @property
     def message_calls(self) -> list[tuple[str, str]]:
@@ -121,8 +122,11 @@ def stream_default(result: ChatTemplateResult, text: str, pieces: list[str] | No
     deltas: list[ChatDelta] = []
     for piece in pieces if pieces is not None else token_pieces(text, random.Random(seed)):
         deltas += parser.feed(piece)
+    early = sum(len(d.tool_calls) for d in deltas)
     deltas += parser.finish(stop_reason)
-    return collect(deltas, parser)
+    out = collect(deltas, parser)
+    out.early_calls = early
+    return out
 
 
 def stream_upstream(result: ChatTemplateResult, text: str, pieces: list[str], stop_reason: str = "eog") -> Streamed:

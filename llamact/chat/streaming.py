@@ -61,7 +61,7 @@ class _UpstreamStream:
         self._parser = result.output_parser()
         self._new_id = new_id
         self._ids: list[str] = []
-        self._text = ""
+        self._data = b""  # the output so far, UTF-8: appended per token, never re-encoded
         self._parsed = False  # the last parse of the current text succeeded
         self.message = ChatMessage()
         if is_continuation and not echo:
@@ -71,10 +71,10 @@ class _UpstreamStream:
 
     @property
     def text(self) -> str:
-        return self._text
+        return self._data.decode("utf-8")
 
     def feed(self, piece: str) -> list[ChatDelta]:
-        self._text += piece
+        self._data += piece.encode("utf-8")
         if not piece and self._parsed:
             return []  # the same text parses to the same message: upstream's diffs are empty
         return self._update(True)
@@ -86,7 +86,7 @@ class _UpstreamStream:
 
     def _update(self, is_partial: bool) -> list[ChatDelta]:
         self._parsed = False
-        new = self._parser.parse(self._text, is_partial)
+        new = self._parser.parse(self._data, is_partial)
         self._parsed = True
         if new.empty():
             return []

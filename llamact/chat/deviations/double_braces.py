@@ -6,9 +6,10 @@ more closing braces. Upstream's parse fails on it (a parse error, no tool call).
 envelope is rewritten to the single-brace form before the parse, so the call comes out exactly
 as upstream parses a well-formed one:
 
-* the body is whitespace, one or more ``{``, a JSON object holding ``"name"`` that starts at the
-  last of those braces, then only ``}`` and whitespace: the extra braces go, the envelope leaves
-  no content (as for the single-brace form);
+* the body is whitespace, one or more ``{`` (whitespace between them too), a JSON object holding
+  ``"name"`` that starts at the last of those braces, then only ``}`` and whitespace: the envelope
+  becomes the parser's own form (``<tool_call>\n{...}\n</tool_call>``) and leaves no content (as
+  the single-brace form);
 * otherwise (other text after the object) the envelope is taken out of the text before the parse
   and its text stays in content, after the parsed content.
 
@@ -28,7 +29,7 @@ from .reasoning import WHITESPACE
 
 __all__ = ["repair_double_braces"]
 
-_LEADING_BRACES = re.compile(r"[ \t\n\v\f\r]*(\{+)")
+_LEADING_BRACES = re.compile(r"[ \t\n\v\f\r]*((?:\{[ \t\n\v\f\r]*)*\{)")
 _DECODER = json.JSONDecoder()
 
 
@@ -37,14 +38,14 @@ def _inner_object(body: str) -> tuple[int, int, int] | None:
     m = _LEADING_BRACES.match(body)
     if m is None:
         return None
-    start = m.end() - 1
+    start = m.end() - 1  # the last brace opens the call object
     try:
         obj, end = _DECODER.raw_decode(body, start)
     except ValueError:
         return None
     if not isinstance(obj, dict) or "name" not in obj:
         return None
-    return len(m.group(1)), start, end
+    return m.group(1).count("{"), start, end
 
 
 def repair_double_braces(text: str, start: int, layout: ToolCallLayout) -> tuple[str, str]:
@@ -62,16 +63,13 @@ def repair_double_braces(text: str, start: int, layout: ToolCallLayout) -> tuple
         rest = env.body[obj_end:]
         if braces == 1 and "}" not in rest:
             continue  # single braces: upstream's parse decides
-        body_at = env.end - len(layout.close) - len(env.body)
         if rest.strip(WHITESPACE + "}"):
             out.append(text[pos:env.start])  # something else follows the call: the envelope is content
             stranded.append(text[env.start:env.end])
         else:
-            out.append(text[pos:body_at])
-            out.append(env.body[:obj_start - braces + 1])  # the whitespace before the braces
-            out.append(env.body[obj_start:obj_end])
-            out.append(rest.replace("}", ""))
-            out.append(layout.close)
+            # the envelope in the form the parser expects, whatever whitespace the model put
+            out.append(text[pos:env.start])
+            out.append(layout.open_literal + env.body[obj_start:obj_end] + "\n" + layout.close)
         pos = env.end
     if not out:
         return text, ""

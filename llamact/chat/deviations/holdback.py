@@ -10,7 +10,8 @@ call). The stream here sends only a *stable* prefix:
   waits until later text rules it out.
 
 :class:`Markers` answers "where does the held tail start" in a few slice-and-lookups, whatever the
-length of the text (this runs on every token). :func:`advance` turns a new stable text into the
+length of the text (this runs on every token): only the last ``longest marker`` characters are
+looked at, from where a marker's first character occurs. :func:`advance` turns a new stable text into the
 delta to send. Nothing here raises.
 """
 
@@ -29,7 +30,7 @@ __all__ = ["Markers", "advance"]
 class Markers:
     """The markers whose (partial) presence at the end of a text holds that tail back."""
 
-    __slots__ = ("_prefixes", "_longest", "_last_chars")
+    __slots__ = ("_prefixes", "_longest", "_first_chars")
 
     def __init__(self, markers: Iterable[str]) -> None:
         words = {m.strip(WHITESPACE) for m in markers}
@@ -37,7 +38,7 @@ class Markers:
         # every non-empty prefix of every marker, the whole marker included
         self._prefixes = frozenset(w[:k] for w in words for k in range(1, len(w) + 1))
         self._longest = max((len(w) for w in words), default=0)
-        self._last_chars = frozenset(p[-1] for p in self._prefixes)
+        self._first_chars = tuple(sorted({w[0] for w in words}))
 
     def stable(self, text: str, hold_leading: bool = True) -> str:
         """``text`` less its held tail: trailing whitespace and marker (prefix) runs, repeatedly;
@@ -54,13 +55,17 @@ class Markers:
         return text[:end]
 
     def _marker_start(self, text: str, end: int) -> int:
-        """Where a marker, or a marker's start, ending at ``end`` begins (``end`` if none)."""
-        if end == 0 or text[end - 1] not in self._last_chars:
-            return end
-        for k in range(min(self._longest, end), 0, -1):
-            if text[end - k:end] in self._prefixes:
-                return end - k
-        return end
+        """Where the longest marker (or marker start) ending at ``end`` begins (``end`` if none)."""
+        lo = max(0, end - self._longest)
+        best = end
+        for first in self._first_chars:
+            at = text.find(first, lo, end)
+            while 0 <= at < best:
+                if text[at:end] in self._prefixes:
+                    best = at
+                    break
+                at = text.find(first, at + 1, end)
+        return best
 
 
 def advance(sent: str, stable: str) -> str:

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...peg.arena import Literal
+from ...peg.arena import Ac, Literal, Until
 from ..result import ChatTemplateResult
 from .reasoning import WHITESPACE
 
-__all__ = ["HERMES", "XML", "Envelope", "ToolCallLayout", "detect_layout", "envelopes"]
+__all__ = ["HERMES", "XML", "Envelope", "ToolCallLayout", "detect_layout", "envelopes", "hold_markers"]
 
 XML = "xml"
 HERMES = "hermes"
@@ -36,17 +36,30 @@ class ToolCallLayout:
     """A tool-call layout: ``kind`` (:data:`XML` or :data:`HERMES`), the envelope's ``open`` and
     ``close`` tags, the texts that start the tool-call region (``openings``: the grammar's trigger
     words), the thinking tags (to skip a thought), whether a parameter value sits between newlines
-    (``value_newlines``, Qwen) and whether this is the Qwen3-Coder XML family (``qwen3_coder``)."""
+    (``value_newlines``, Qwen) and whether this is the Qwen3-Coder XML family (``qwen3_coder``).
+    ``open_literal`` is the opening as the parser expects it (e.g. ``"<tool_call>\n"``)."""
 
     kind: str
     open: str
     close: str
     openings: tuple[str, ...]
+    open_literal: str
     thinking_start: str = ""
     thinking_ends: tuple[str, ...] = ()
     forced_thought: bool = False
     value_newlines: bool = False
     qwen3_coder: bool = False
+
+    def content_cut(self, content: str) -> int:
+        """Where a content text reaches the first opening (its length if it does not): the stream
+        holds content from there on until generation ends, since only the final parse can tell a
+        call (or an envelope that stays content) from text that merely looks like one."""
+        cut = len(content)
+        for opening in self.openings:
+            at = content.find(opening, 0, cut)
+            if at >= 0:
+                cut = at
+        return cut
 
     def region_start(self, text: str) -> int | None:
         """Where the tool calls of ``text`` start: the first opening after the thought (if any), or
@@ -128,6 +141,26 @@ def _literals(result: ChatTemplateResult) -> frozenset[str]:
     return frozenset(node.literal for node in result.parser.parsers if isinstance(node, Literal))
 
 
+def _delimiters(result: ChatTemplateResult) -> frozenset[str]:
+    if result.parser is None:
+        return frozenset()
+    return frozenset(d for node in result.parser.parsers if isinstance(node, (Until, Ac)) for d in node.delimiters)
+
+
+def hold_markers(result: ChatTemplateResult, with_tools: bool) -> list[str]:
+    """The texts a stream holds back while the output ends with them (or with their start): the
+    thinking tags, the tag-like literals and delimiters of the parser (``<...``, ``[...``: an
+    incomplete one can make upstream's partial parse put text on the wrong side for a token) and,
+    with tools, the grammar's trigger words and the preserved tokens."""
+    markers = [result.thinking_start_tag, *result.thinking_end_tags]
+    markers += [m for m in _literals(result) | _delimiters(result) if len(m.strip(WHITESPACE)) >= 2
+                and m.strip(WHITESPACE)[0] in "<["]
+    if with_tools:
+        markers += [t.value for t in result.grammar_triggers if t.type in ("word", "token")]
+        markers += list(result.preserved_tokens)
+    return [m for m in markers if len(m.strip(WHITESPACE)) >= 2]  # a lone ">" would stall every tag
+
+
 def detect_layout(result: ChatTemplateResult) -> ToolCallLayout | None:
     """The result's tool-call layout, if it parses tool calls in one of the layouts above."""
     words = tuple(dict.fromkeys(t.value.strip(WHITESPACE) for t in result.grammar_triggers
@@ -140,13 +173,14 @@ def detect_layout(result: ChatTemplateResult) -> ToolCallLayout | None:
     if envelope is None:
         return None
     close = "</" + envelope[1:]
+    literal = next(t.value for t in result.grammar_triggers if t.value.strip(WHITESPACE) == envelope)
     start = result.thinking_start_tag
     ends = tuple(result.thinking_end_tags)
     forced = bool(start) and result.generation_prompt.rstrip(WHITESPACE).endswith(start)
     if "<function=" in literals and "<parameter=" in literals:
         value_newlines = "\n</parameter>\n" in literals
-        return ToolCallLayout(XML, envelope, close, words, start, ends, forced, value_newlines,
+        return ToolCallLayout(XML, envelope, close, words, literal, start, ends, forced, value_newlines,
                               qwen3_coder=envelope == "<tool_call>" and value_newlines)
     if envelope == "<tool_call>" and '"name"' in literals and '"arguments"' in literals:
-        return ToolCallLayout(HERMES, envelope, close, words, start, ends, forced)
+        return ToolCallLayout(HERMES, envelope, close, words, literal, start, ends, forced)
     return None

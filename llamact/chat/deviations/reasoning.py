@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from ...peg.ast import AstNode
 from ..peg_builder import CONTENT, REASONING, TOOL
 
-__all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "join_thoughts", "stable_open_thought", "thoughts",
-           "unescape"]
+__all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "content_and_thoughts", "join_thoughts",
+           "stable_open_thought", "thoughts", "unescape"]
 
 #: what separates two thoughts once each is trimmed
 THOUGHT_SEPARATOR = "\n\n"
@@ -41,8 +41,15 @@ def unescape(text: str) -> str:
 
 
 def thoughts(nodes: Iterable[AstNode]) -> list[str]:
-    """The text of each reasoning node, in order, found top-down as every mapper finds them (a
-    reasoning, content or tool node is not descended)."""
+    """The text of each reasoning node, in order (see :func:`content_and_thoughts`)."""
+    return content_and_thoughts(nodes)[1]
+
+
+def content_and_thoughts(nodes: Iterable[AstNode]) -> tuple[str, list[str]]:
+    """The content and the text of each reasoning node, found top-down as every mapper finds them
+    (a reasoning, content or tool node is not descended): what a stream shows, without mapping the
+    tool calls (the whole message is mapped once, at the end)."""
+    content: list[str] = []
     out: list[str] = []
     stack = list(nodes)
     stack.reverse()
@@ -53,9 +60,11 @@ def thoughts(nodes: Iterable[AstNode]) -> list[str]:
         tag = node.tag
         if tag == REASONING:
             out.append(node.sanitized_text())
-        elif tag != CONTENT and tag != TOOL:
+        elif tag == CONTENT:
+            content.append(node.sanitized_text())
+        elif tag != TOOL:
             stack.extend(reversed(node.children))
-    return out
+    return "".join(content), out
 
 
 def clean_thought(text: str, decode: bool) -> str:

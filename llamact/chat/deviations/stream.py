@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ...peg.ast import AstNode
 from ..deltas import TRUNCATING_STOPS, ChatDelta, ToolCallDelta
 from ..messages import ChatMessage
 from ..oai import ChatTool
@@ -32,12 +31,13 @@ from ..output_parser import ChatParseError
 from ..result import ChatTemplateResult
 from .double_braces import repair_double_braces
 from .holdback import Markers, advance
-from .layouts import HERMES, XML, ToolCallLayout, detect_layout
+from .layouts import HERMES, XML, ToolCallLayout, detect_layout, hold_markers
 from .qwen_xml import XmlTools, read_region
 from .reasoning import (
     THOUGHT_SEPARATOR,
     WHITESPACE,
     clean_thought,
+    content_and_thoughts,
     join_thoughts,
     stable_open_thought,
     thoughts,
@@ -61,24 +61,24 @@ class DefaultStream:
         # the deviations on tool calls apply when calls are validated against tools
         self._layout: ToolCallLayout | None = layout if tools else None
         self._xml_tools = XmlTools(tools) if self._layout is not None and self._layout.kind == XML else None
-        markers = [result.thinking_start_tag, *result.thinking_end_tags]
-        if tools:
-            markers += [t.value for t in result.grammar_triggers if t.type in ("word", "token")]
-        self._markers = Markers(markers)
-        self._text = ""
+        self._markers = Markers(hold_markers(result, bool(tools)))
+        self._data = b""  # the output so far, UTF-8: appended per token, never re-encoded
         self._sent_content = ""
         self._sent_reasoning = ""
         self._message: ChatMessage | None = None
+        # the last partial parse with something in it: what a cut-short generation falls back to
+        # when its final parse fails (a partial parse can lose what an earlier one found)
+        self._last_good: tuple[str, list[str]] | None = None
         self.diverged: frozenset[str] = frozenset()
         if is_continuation and not echo:
             # the prefill is the client's already: the stream continues after it
             start = self._parser.parse("", True)
             self._sent_content = start.content
-            self._sent_reasoning = self._reasoning(start, self._nodes(), open_end=True, keep_trailing=True)
+            self._sent_reasoning = self._reasoning(self._thoughts(start), open_end=True, keep_trailing=True)
 
     @property
     def text(self) -> str:
-        return self._text
+        return self._data.decode("utf-8")
 
     @property
     def message(self) -> ChatMessage:
@@ -91,18 +91,23 @@ class DefaultStream:
         """The deltas the output text ``piece`` (appended) makes stable."""
         if not piece:
             return []
-        self._text += piece
-        try:
-            msg = self._parser.parse(self._text, True)
-        except ChatParseError:
-            return []  # a later text may parse again; the final parse decides
+        self._data += piece.encode("utf-8")
+        result = self._parser.run(self._data)
+        if result.fail and result.end == 0:
+            return []  # upstream's partial parse throws here; a later text may parse again
+        # content and thoughts only: the tool calls are mapped once, from the final parse
+        content, texts = content_and_thoughts(result.nodes)
+        if content or texts:
+            self._last_good = (content, texts)
         out: list[ChatDelta] = []
-        reasoning = self._markers.stable(self._reasoning(msg, self._nodes(), open_end=True), hold_leading=False)
+        reasoning = self._markers.stable(self._reasoning(texts, open_end=True), hold_leading=False)
         delta = advance(self._sent_reasoning, reasoning)
         if delta:
             self._sent_reasoning = reasoning
             out.append(ChatDelta(thinking=delta))
-        content = self._markers.stable(msg.content)
+        if self._layout is not None:
+            content = content[:self._layout.content_cut(content)]
+        content = self._markers.stable(content)
         delta = advance(self._sent_content, content)
         if delta:
             self._sent_content = content
@@ -135,7 +140,7 @@ class DefaultStream:
     # -- the final message ---------------------------------------------------------------------
 
     def _final(self, truncated: bool) -> ChatMessage:
-        text, layout = self._text, self._layout
+        text, layout = self.text, self._layout
         region = layout.region_start(text) if layout is not None and not truncated else None
         if layout is not None and region is not None:
             if layout.kind == XML and self._xml_tools is not None:
@@ -157,25 +162,35 @@ class DefaultStream:
         except ChatParseError:
             if not truncated:
                 raise
-            msg = self._parser.parse(text, True)  # output cut short: what it holds so far
-        msg.reasoning_content = self._reasoning(msg, self._nodes(), open_end=False)
+            # output cut short: what it holds so far, or what the last partial parse found
+            try:
+                msg = self._parser.parse(text, True)
+            except ChatParseError:
+                msg = ChatMessage()
+            if msg.empty() and self._last_good is not None:
+                content, texts = self._last_good
+                return ChatMessage(role="assistant", content=content,
+                                   reasoning_content=self._reasoning(texts, open_end=False))
+        msg.reasoning_content = self._reasoning(self._thoughts(msg), open_end=False)
         return msg
 
     # -- reasoning ---------------------------------------------------------------------------------
 
-    def _nodes(self) -> tuple[AstNode, ...]:
-        result = self._parser.last_result
-        return result.nodes if result is not None else ()
-
-    def _reasoning(self, msg: ChatMessage, nodes: tuple[AstNode, ...], open_end: bool,
-                   keep_trailing: bool = False) -> str:
-        """The message's reasoning cleaned per thought; ``open_end``: the last thought may go on
-        (only its stable part counts; ``keep_trailing`` keeps its trailing whitespace)."""
+    def _thoughts(self, msg: ChatMessage) -> list[str]:
+        """The texts of the thoughts of the last parse (which gave ``msg``)."""
         if not msg.reasoning_content:
-            return ""
-        texts = thoughts(nodes)
+            return []
+        result = self._parser.last_result
+        texts = thoughts(result.nodes) if result is not None else []
         if sum(map(len, texts)) != len(msg.reasoning_content):
             texts = [msg.reasoning_content]  # a mapper that reads reasoning otherwise: one thought
+        return texts
+
+    def _reasoning(self, texts: list[str], open_end: bool, keep_trailing: bool = False) -> str:
+        """The thoughts ``texts`` cleaned and joined; ``open_end``: the last one may go on (only its
+        stable part counts; ``keep_trailing`` keeps its trailing whitespace)."""
+        if not texts:
+            return ""
         done = [clean_thought(t, self._decode) for t in texts[:-1]]
         if not open_end:
             return join_thoughts(done + [clean_thought(texts[-1], self._decode)])
