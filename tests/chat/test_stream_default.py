@@ -21,7 +21,7 @@ from llamact.chat.deltas import ChatDelta
 from llamact.chat.output_parser import ChatParseError
 from llamact.chat.peg_builder import build_chat_peg_parser
 from llamact.chat.result import ChatTemplateResult
-from llamact.chat.streaming import ChatStreamParser
+from llamact.chat.streaming import ChatStreamParser, gen_tool_call_id
 from llamact.errors import LlamaInferenceException, LlamaStateException
 from llamact.parity.corpus import synthesise_output
 from llamact.parity.oracle import OracleClient
@@ -317,3 +317,33 @@ def test_upstream_mode_equals_the_oracle(oracle: OracleClient, data: st.DataObje
     pieces = token_pieces(text, random.Random(data.draw(st.integers(0, 2**16))))
     _, bad = compare_upstream(oracle, answer, text, pieces)
     assert not bad, bad[:3]
+
+
+def test_tool_call_ids_are_the_models_else_new(oracle: OracleClient) -> None:
+    """A call keeps the id the model wrote; one without gets a new one: by default 32 characters of
+    [0-9A-Za-z], as llama-server's gen_tool_call_id. Upstream's stream fixes a call's id when the
+    call first appears, so an id the model writes after the name (Mistral Nemo writes it after the
+    arguments) is replaced by a random one; the default stream sends calls whole, with the model's."""
+    tools = [WEATHER]
+    nemo = _result(oracle, "mistralai-Mistral-Nemo-Instruct-2407", tools=tools)
+    text = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abc123XYZ"}]'
+    ids = {}
+    for upstream in (True, False):
+        parser = ChatStreamParser(nemo, tools=tools, upstream_compat=upstream)
+        deltas = [d for piece in token_pieces(text, random.Random(0)) for d in parser.feed(piece)]
+        deltas += parser.finish("eog")
+        ids[upstream] = [c.id for d in deltas for c in d.tool_calls if c.id]
+        assert [c.id for c in parser.message.tool_calls] == ids[upstream]
+    assert ids[False] == ["abc123XYZ"]
+    (random_id,) = ids[True]
+    assert len(random_id) == 32 and random_id.isalnum() and random_id.isascii()
+    kimi = _result(oracle, "Kimi-K2-Thinking", tools=tools)
+    text = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+            '{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>')
+    for upstream in (True, False):
+        parser = ChatStreamParser(kimi, tools=tools, upstream_compat=upstream)
+        for piece in token_pieces(text, random.Random(0)):
+            parser.feed(piece)
+        parser.finish("eog")
+        assert [c.id for c in parser.message.tool_calls] == ["functions.get_weather:0"]
+    assert gen_tool_call_id() != gen_tool_call_id()
