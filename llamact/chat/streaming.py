@@ -57,9 +57,10 @@ class _UpstreamStream:
     """llama-server's ``task_result_state`` for one generation (see the module docstring)."""
 
     def __init__(self, result: ChatTemplateResult, new_id: Callable[[], str], is_continuation: bool,
-                 echo: bool) -> None:
+                 echo: bool, stream: bool = True) -> None:
         self._parser = result.output_parser()
         self._new_id = new_id
+        self._stream = stream
         self._ids: list[str] = []
         self._data = b""  # the output so far, UTF-8: appended per token, never re-encoded
         self._parsed = False  # the last parse of the current text succeeded
@@ -75,6 +76,8 @@ class _UpstreamStream:
 
     def feed(self, piece: str) -> list[ChatDelta]:
         self._data += piece.encode("utf-8")
+        if not self._stream:
+            return []  # a non-streamed request is parsed once, at the end
         if not piece and self._parsed:
             return []  # the same text parses to the same message: upstream's diffs are empty
         return self._update(True)
@@ -102,16 +105,18 @@ class ChatStreamParser:
     OpenAI tool dicts; they validate Qwen XML calls in the default mode), ``is_continuation`` /
     ``echo`` as llama-server's (a continued final message is not streamed again unless echoed),
     ``tool_call_id`` makes ids for calls that bring none (default: :func:`gen_tool_call_id`).
+    ``stream=False`` (upstream mode): llama-server's non-streamed request, whose output is parsed
+    once, when it is complete (no partial parse can fail it; :meth:`feed` only collects).
     """
 
     def __init__(self, result: ChatTemplateResult, *, tools: Sequence[ChatTool] | Sequence[Any] = (),
                  upstream_compat: bool = False, is_continuation: bool = False, echo: bool = False,
-                 tool_call_id: Callable[[], str] | None = None) -> None:
+                 tool_call_id: Callable[[], str] | None = None, stream: bool = True) -> None:
         new_id = tool_call_id or gen_tool_call_id
         self.upstream_compat = upstream_compat
         self._impl: _UpstreamStream | DefaultStream
         if upstream_compat:
-            self._impl = _UpstreamStream(result, new_id, is_continuation, echo)
+            self._impl = _UpstreamStream(result, new_id, is_continuation, echo, stream)
         else:
             self._impl = DefaultStream(result, _tools(tools), new_id, is_continuation, echo)
         self._stop_reason: str | None = None
@@ -126,6 +131,16 @@ class ChatStreamParser:
         """The current message: the final one after :meth:`finish`. Upstream mode: the last
         non-empty parse, with ids; default mode: what has been streamed so far."""
         return self._impl.message
+
+    @property
+    def response_message(self) -> ChatMessage:
+        """The message of a whole (non-streamed) response: :attr:`message`, except that llama-server
+        answers an output whose every parse was empty with the raw text as content
+        (server-task.cpp ``to_json_oaicompat_chat``)."""
+        message = self.message
+        if self.upstream_compat and message.empty():
+            return ChatMessage(role="assistant", content=self.text)
+        return message
 
     @property
     def stop_reason(self) -> str | None:

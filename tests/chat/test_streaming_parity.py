@@ -134,3 +134,30 @@ def test_cancelled_does_no_final_parse(oracle: OracleClient) -> None:
     parser.feed('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\nmore')
     assert parser.finish("cancelled") == []
     assert parser.finish_reason == "cancelled"
+
+
+def test_non_streamed_request_parses_once(oracle: OracleClient) -> None:
+    """``stream=False`` is llama-server's non-streamed request: one final parse of the whole output.
+    Where that parse is empty (Qwen3-Coder drops an unknown function's call), the response carries
+    the raw text as content (server-task.cpp to_json_oaicompat_chat); a streamed one carries nothing."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    answer = apply_answer(oracle, "Qwen3-Coder", tools=tools)
+    fields = dict(parser=answer["parser"], format=answer["format"], generation_prompt=answer["generation_prompt"])
+    text = "<tool_call>\n<function=nope>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+    assert oracle.request("chat_parse", text=text, is_partial=False, **fields)["content"] == ""
+    whole = ChatStreamParser(template_result(answer), upstream_compat=True, stream=False)
+    assert all(whole.feed(piece) == [] for piece in token_pieces(text, random.Random(0)))
+    assert whole.finish("eog") == []
+    assert whole.message.empty() and whole.response_message.content == text
+    good = "Sure.\n" + text.replace("nope", "get_weather")
+    expected = oracle.request("chat_parse", text=good, is_partial=False, **fields)
+    whole = ChatStreamParser(template_result(answer), upstream_compat=True, stream=False, tool_call_id=counter_ids())
+    for piece in token_pieces(good, random.Random(0)):
+        whole.feed(piece)
+    deltas = whole.finish("eog")
+    assert whole.response_message.content == expected["content"]
+    assert [(c["name"], c["arguments"]) for c in expected["tool_calls"]] == \
+        [(c.name, c.arguments) for c in whole.message.tool_calls]
+    assert [delta_json(d) for d in deltas] == oracle.request("msg_diffs", previous={}, new=dict(
+        expected, tool_calls=[dict(c, id="call_0") for c in expected["tool_calls"]]))
