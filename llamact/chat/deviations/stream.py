@@ -1,23 +1,30 @@
 """The default (non-upstream) chat stream: DESIGN.md deviations 2-5 over upstream's parser.
 
-Per token the output is parsed as upstream parses it (resumed, never from scratch); what is sent is
-the *stable* part of its content and reasoning (deviation 5, :mod:`.holdback`), reasoning cleaned
-per thought (deviation 4, :mod:`.reasoning`). A partial parse that fails sends nothing and the
-stream goes on (upstream ends the stream with an error there; the final parse decides).
+Per token the output is parsed as upstream parses it (resumed, never from scratch), mapping only
+content and thoughts; what is sent is the *stable* part of them (deviation 5, :mod:`.holdback`),
+reasoning cleaned per thought (deviation 4, :mod:`.reasoning`). With tools and a Qwen XML or
+Hermes layout, content is held from the first tool-call opening until generation ends: only the
+final parse tells a call from an envelope that stays content. A partial parse that fails sends
+nothing and the stream goes on (upstream ends the stream with an error there).
 
 When generation ends, the final message is built: upstream's final parse, with Qwen XML calls
 validated against the tools (deviation 2, :mod:`.qwen_xml`) and double-brace Hermes calls
 repaired (deviation 3, :mod:`.double_braces`). What of its content and reasoning the stream has
-not sent yet is sent, then every tool call whole, with its id. A generation cut short
-(``max_tokens``, full context, cancelled) sends no tool call, and the final message has none.
+not sent yet is sent, then every tool call whole, with its id (the model's own, else a new one).
+A generation cut short (``max_tokens``, full context, cancelled) sends no tool call and its final
+message has none; if its final parse fails, the last partial parse that found something stands.
 
-The one way the stream and the final message can disagree: the final parse's content or reasoning
-does not start with what was already sent (e.g. a thought that never closes and that the final
-parse returns as content). Nothing can be taken back, so nothing more is sent for that field; the
-final message is the parse, and :attr:`DefaultStream.diverged` names the field.
+A thought that never closes is reasoning in the final parse as in the partial ones (the final
+parse is the last partial parse, bar the error handling), and it is trimmed like any thought, so
+it streams as it ends. The one way the stream and the final message can still disagree: a parse
+that gives text as content (or reasoning) at one token and takes it back at a later one, beyond
+the hold-back rules. Nothing can be taken back, so nothing more is sent for that field; the final
+message is the parse, and :attr:`DefaultStream.diverged` names the field. (No vendored template
+does this on the property tests' outputs; the tests show it on a parser built to.)
 
 Enters: the apply result, the tools, the output piece by piece. Leaves: :class:`ChatDelta` lists
-and the final message. Raises :class:`ChatParseError` when the final parse fails (as upstream).
+and the final message. Raises :class:`ChatParseError` when the final parse of a complete output
+fails (as upstream).
 """
 
 from __future__ import annotations
