@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..chat.apply import apply_templates
@@ -14,7 +15,6 @@ from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
-from . import legacy_chat
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
 from .sampling import sampler_specs
@@ -220,20 +220,18 @@ class LlamaEngine:
                              template_now=template_now)
         return apply_templates(self._templates.templates(custom_template), inputs)
 
-    # -- chat (interim) ----------------------------------------------------------------------
+    def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
+        """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
+        return self.chat_template(messages, add_generation_prompt=add_generation_prompt).prompt
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
-        """The prompt for ``messages`` via llama.cpp's built-in template formatter.
-
-        Interim: ``chat_template`` replaces this once the autoparser route of llamact.chat lands.
-        """
-        return legacy_chat.format_chat(self.model, messages, add_generation_prompt)
-
-    def chat(
-        self, messages: Sequence[Mapping[str, Any]], params: GenerationParams | None = None
-    ) -> GenerationStream:
-        prompt = self.chat_prompt(messages)
-        return self.generate(self.tokenize(prompt, add_special=True, parse_special=True), params)
+    def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
+        """Stream the raw text of the reply to ``messages``: the prompt from the chat template, its
+        additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
+        params = params or GenerationParams()
+        result = self.chat_template(messages)
+        if result.additional_stops:
+            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
+        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params)
 
 
 __all__ = ["LlamaEngine", "StopReason"]

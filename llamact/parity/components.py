@@ -229,6 +229,15 @@ def _caps_runner(case: Case) -> Json:
     return template_caps(case.input["template"]).to_map()
 
 
+def _autoparser_analysis_runner(case: Case) -> Json:
+    from ..chat.autoparser.analysis import analyze_template
+    from ..chat.templates import load_chat_templates
+
+    inp = case.input
+    tmpl = load_chat_templates(inp["template"], bos_token=inp["bos_token"], eos_token=inp["eos_token"]).default
+    return analyze_template(tmpl).to_json()
+
+
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here. ``corpus`` lets the
     msg_diffs runner find the streams its cases belong to."""
@@ -240,6 +249,8 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("caps", "template capability maps, every vendored template", _caps_runner),
         Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner),
+        Component("autoparser_analysis", "the autoparser's differential analysis of every template (whole struct)",
+                  _autoparser_analysis_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",

@@ -44,4 +44,9 @@ def render_content(msg: ChatMessage, delimiter: str = "\n\n") -> str:
         raise ChatRequestError("Cannot specify both content and content_parts")
     if msg.content:
         return msg.content
-    return delimiter.join(p.text for p in msg.content_parts if p.type == "text")
+    text = ""
+    for part in msg.content_parts:
+        if part.type == "text":
+            # upstream adds the delimiter only once some text is there: leading empty parts add none
+            text += (delimiter if text else "") + part.text
+    return text
