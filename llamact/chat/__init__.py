@@ -6,7 +6,9 @@ Enters: a chat template (Jinja source, untrusted: always sandboxed) and an OpenA
 (messages and tools as dicts, or ``ChatMessage`` / ``ChatTool`` values). Leaves: a frozen
 :class:`ChatTemplateResult`: the prompt, the detected ``family``, upstream's ``format``, the
 grammar and its triggers, preserved tokens, stops, thinking tags and the output parser (its
-``output_parser()`` parses the model's reply, whole or as it streams). What llama.cpp v0.5.0's
+``output_parser()`` parses the model's reply, whole or as it streams). :class:`ChatStreamParser`
+turns the reply, token by token, into content / thinking / tool-call deltas (llama-server's, or
+with DESIGN.md's deviations 2-5). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
 as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
 (``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it
@@ -24,17 +26,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from .apply import ChatTemplateInputs, apply_templates
+from .deltas import ChatDelta, ToolCallDelta, finish_reason
 from .messages import ChatMessage, ContentPart, ToolCall
 from .oai import ChatRequestError, ChatTool
 from .output_parser import ChatOutputParser, ChatParseError
 from .request import chat_inputs
 from .result import ChatTemplateResult, GrammarTrigger, MessageDelimiter
+from .streaming import ChatStreamParser
 from .templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
 
 __all__ = [
-    "ChatMessage", "ChatOutputParser", "ChatParseError", "ChatRequestError", "ChatTemplateInputs",
-    "ChatTemplateResult", "ChatTemplates", "ChatTool", "ContentPart", "GrammarTrigger", "MessageDelimiter", "ToolCall",
-    "apply_chat_template", "apply_templates", "chat_inputs", "load_chat_templates",
+    "ChatDelta", "ChatMessage", "ChatOutputParser", "ChatParseError", "ChatRequestError", "ChatStreamParser",
+    "ChatTemplateInputs", "ChatTemplateResult", "ChatTemplates", "ChatTool", "ContentPart", "GrammarTrigger",
+    "MessageDelimiter", "ToolCall", "ToolCallDelta", "apply_chat_template", "apply_templates", "chat_inputs",
+    "finish_reason", "load_chat_templates",
 ]
 
 

@@ -8,7 +8,6 @@ as an error result, compared with the oracle's error answers.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,7 +116,8 @@ def _peg_arena_runner(case: Case) -> Json:
 
 class ChatParseRunners:
     """The chat_parse and msg_diffs runners. Parses are fresh (one compiled parser per arena);
-    diffs replay each stream as the server does, through one resumable ChatOutputParser."""
+    diffs replay each stream as the server does, through llamact's ChatStreamParser in upstream
+    mode (resumable parse, stable ids, upstream's diffs)."""
 
     def __init__(self, corpus: Corpus | None) -> None:
         self._compiled: dict[int, tuple[Json, Any]] = {}
@@ -171,29 +171,31 @@ class ChatParseRunners:
         return self._replays[stream][(case.input["end"], case.input["is_partial"])]
 
     def _replay(self, inp: Json) -> dict[tuple[int, bool], Json]:
-        from ..chat.diffs import ChatDiffError, compute_diffs, set_tool_call_ids
-        from ..chat.messages import ChatMessage
-        from ..chat.output_parser import ChatOutputParser, ChatParseError
+        """The stream through llamact's ChatStreamParser in upstream mode, one character (one
+        UTF-8-safe prefix) at a time from the empty text, then finished."""
+        from ..chat.diffs import ChatDiffError
+        from ..chat.output_parser import ChatParseError
+        from ..chat.streaming import ChatStreamParser
+        from .stream_replay import counter_ids, delta_json, template_result
 
-        parser = ChatOutputParser(self._compile(inp.get("parser")), inp["format"], inp.get("generation_prompt") or "")
-        data = inp["text"].encode("utf-8")
-        previous, counter = ChatMessage(), itertools.count()  # ids as the oracle makes them
-        ids: list[str] = []
+        result = template_result({"parser": inp.get("parser"), "format": inp["format"],
+                                  "generation_prompt": inp.get("generation_prompt") or ""})
+        stream = ChatStreamParser(result, upstream_compat=True, tool_call_id=counter_ids())  # ids as the oracle's
+        text = inp["text"]
         out: dict[tuple[int, bool], Json] = {}
-        steps = [(end, True) for end in range(len(data) + 1) if end == len(data) or data[end] & 0xC0 != 0x80]
-        for end, partial in steps + [(len(data), False)]:
+        end = 0
+        for piece in [""] + list(text) + [None]:
+            if piece is not None:
+                end += len(piece.encode("utf-8"))
+            key = (end, piece is not None)
             try:
-                message = parser.parse(data[:end].decode("utf-8"), partial)
+                deltas = stream.feed(piece) if piece is not None else stream.finish("eog")
             except ChatParseError:
                 continue
-            if message.empty():
-                continue
-            set_tool_call_ids(message, ids, lambda: f"call_{next(counter)}")
-            prev, previous = previous, message
-            try:
-                out[(end, partial)] = [d.to_dict() for d in compute_diffs(prev, message)]
             except ChatDiffError as exc:
-                out[(end, partial)] = {"error": {"kind": "diff", "message": exc.message}}
+                out[key] = {"error": {"kind": "diff", "message": exc.message}}
+                continue
+            out[key] = [delta_json(d) for d in deltas]
         return out
 
 

@@ -553,8 +553,17 @@ static ojson op_chat_parse(const ojson & req) {
     return msg_to_json(common_chat_parse(text, opt_bool(req, "is_partial", false), params));
 }
 
+// This thread's CPU time in microseconds: unlike the wall clock, not inflated when other processes
+// share the cores (benchmarks compare it with Python's time.thread_time()).
+static double thread_cpu_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 // Upstream's parse cost for a stream: common_chat_parse on each given prefix end (partial), and
-// the whole text (final), timed with a monotonic clock; prefix ends are byte offsets.
+// the whole text (final), timed with a monotonic clock (`step_us`, `full_us`) and in thread CPU
+// time (`step_cpu_us`); prefix ends are byte offsets.
 static ojson op_chat_parse_timing(const ojson & req) {
     common_chat_parser_params params;
     params.format            = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -564,12 +573,15 @@ static ojson op_chat_parse_timing(const ojson & req) {
     const ojson ends = require(req, "ends");
     using clock = std::chrono::steady_clock;
     ojson step_us = ojson::array();
+    ojson step_cpu_us = ojson::array();
     size_t checksum = 0;
     for (const auto & e : ends) {
         const size_t end = std::min<size_t>(e.get<size_t>(), text.size());
+        const double c0 = thread_cpu_us();
         const auto t0 = clock::now();
         const common_chat_msg msg = common_chat_parse(text.substr(0, end), true, params);
         step_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        step_cpu_us.push_back(thread_cpu_us() - c0);
         checksum += msg.content.size() + msg.reasoning_content.size() + msg.tool_calls.size();
     }
     ojson full_us = ojson::array();
@@ -579,7 +591,7 @@ static ojson op_chat_parse_timing(const ojson & req) {
         full_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
         checksum += msg.content.size();
     }
-    return {{"step_us", step_us}, {"full_us", full_us}, {"checksum", checksum}};
+    return {{"step_us", step_us}, {"step_cpu_us", step_cpu_us}, {"full_us", full_us}, {"checksum", checksum}};
 }
 
 static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
@@ -600,6 +612,8 @@ static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
 // UTF-8-safe prefix at a time, each prefix is parsed partially (the whole text finally not), tool
 // calls get stable ids ("call_<n>" here, random upstream) and each step's diffs against the
 // previous message are computed. One request instead of one per prefix keeps corpora cheap.
+// Optional "ends": the byte offsets (ascending) where the text is parsed, as tokens would cut it;
+// by default every UTF-8-safe offset from 0.
 static ojson op_chat_parse_stream(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -613,15 +627,31 @@ static ojson op_chat_parse_stream(const ojson & req) {
     size_t next_id = 0;
     auto gen_id = [&next_id]() { return "call_" + std::to_string(next_id++); };
 
-    ojson steps = ojson::array();
-    for (size_t end = 0; end <= text.size(); end++) {
-        const bool at_boundary = end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80;
-        if (!at_boundary) {
-            continue;
+    std::vector<size_t> ends;
+    if (req.contains("ends")) {
+        for (const auto & e : require(req, "ends")) {
+            if (!e.is_number_unsigned() || e.get<size_t>() > text.size() || (!ends.empty() && e.get<size_t>() < ends.back())) {
+                throw bad_request("'ends' must be ascending byte offsets within 'text'");
+            }
+            ends.push_back(e.get<size_t>());
         }
+        if (ends.empty() || ends.back() != text.size()) {
+            ends.push_back(text.size());
+        }
+    } else {
+        for (size_t end = 0; end <= text.size(); end++) {
+            if (end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80) {
+                ends.push_back(end);
+            }
+        }
+    }
+
+    ojson steps = ojson::array();
+    for (size_t i = 0; i < ends.size(); i++) {
+        const size_t end = ends[i];
         for (const bool is_partial : {true, false}) {
-            if (!is_partial && end != text.size()) {
-                continue;
+            if (!is_partial && i + 1 != ends.size()) {
+                continue;  // the final parse once, at the whole text
             }
             ojson step = {{"end", end}, {"is_partial", is_partial}};
             common_chat_msg msg;
