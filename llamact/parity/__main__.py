@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .components import ModelRunners, components
-from .corpus import build_corpus, oracle_errors_by_group
+from .corpus import build_corpus, oracle_errors_by_group, template_files
 from .oracle import OracleClient
 from .scoreboard import render_table, report_json, score, summary_json
 
@@ -75,15 +75,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     llama_cpp = find_llama_cpp(args.llama_cpp)
+    templates = None
+    if args.templates is not None:
+        templates = [t.strip() for t in args.templates.split(",") if t.strip()]
+        known = {p.stem for p in template_files(llama_cpp)}
+        unknown = [t for t in templates if t not in known]
+        if unknown or not templates:
+            print(f"llamact.parity: --templates names no vendored template: {', '.join(unknown) or '(empty)'} "
+                  f"(the names are file stems in {llama_cpp / 'models' / 'templates'})", file=sys.stderr)
+            return 2
     models = available_models(not args.no_models)
-    templates = [t for t in args.templates.split(",") if t] if args.templates else None
     started = time.perf_counter()
     with OracleClient(args.oracle, cache=not args.no_cache) as oracle:
         corpus = build_corpus(oracle, llama_cpp, models, templates)
     built = time.perf_counter() - started
     runners = ModelRunners(models) if models else None
     try:
-        rows = score(corpus, components(runners, corpus))
+        excluded = {"tokenize": "--no-models", "generate_greedy": "--no-models"} if args.no_models else {}
+        rows = score(corpus, components(runners, corpus), excluded)
     finally:
         if runners is not None:
             runners.close()
@@ -101,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             "corpus_digest": corpus.digest(), "oracle_errors_by_template": errors}))
     if args.corpus_out:
         corpus.write(Path(args.corpus_out))
-    failing = [r for r in rows if not r.not_implemented and (r.different or r.error)]
+    failing = [r for r in rows if r.failing]
+    for r in failing:
+        if r.problem:
+            print(f"llamact.parity: {r.component}: {r.problem}", file=sys.stderr)
     return 1 if failing else 0
 
 

@@ -4,9 +4,11 @@ measuring every component llamact implements against the oracle."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,11 +20,41 @@ from llamact.parity.schema_corpus import SCHEMA_CORPUS
 pytestmark = pytest.mark.parity
 
 SUBSET = ["Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "google-gemma-2-2b-it"]
-ALL_COMPONENTS = {
-    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_arena",
+PARITY_COMPONENTS = {
+    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs",
     "peg_parse", "peg_grammar", "json_schema", "tokenize", "generate_greedy",
 }
+ROUND_TRIPS = {"peg_arena"}
+ALL_COMPONENTS = PARITY_COMPONENTS | ROUND_TRIPS
 IMPLEMENTED = ALL_COMPONENTS - {"template_render", "chat_apply"}
+ROW_KEYS = {"check", "cases", "equal", "different", "error", "crash", "deviation", "not_implemented", "excluded",
+            "problem", "seconds"}
+
+
+# Differences the strict error rules expose in llamact.jinja, reported to its owner and not fixed
+# in the parity layer: upstream's template errors carry a location preamble ("\n------------\nWhile
+# executing <Node> at line L, column C in source:\n<excerpt>\n<caret>\nError: <message>") and a call
+# of an undefined name adds " (hint: '<name>')"; llamact's messages have neither. And upstream's
+# string.format() with named fields says NotImplemented where llamact reports a Python TypeError.
+_HINT = re.compile(r" \(hint: '[^']*'\)\Z")
+
+
+def known_difference(component: str, diff: dict[str, Any]) -> bool:
+    if component not in ("jinja", "template_jinja") or not diff["why"].startswith("same kind ("):
+        return False
+    if diff["id"] == "jinja/test_string_methods/string.format() named fields":
+        return True
+    message, got = diff["expected"]["error"]["message"], diff["got"]["raised"]["message"]
+    if "\nWhile executing " not in message or "\nError: " not in message:
+        return False
+    inner = message.split("\nError: ", 1)[1]
+    return got in (inner, _HINT.sub("", inner))
+
+
+def unexplained_differences(report: Path) -> list[Any]:
+    differences = json.loads(report.read_text())["differences"]
+    return [(name, d["id"], d["why"]) for name, diffs in differences.items() for d in diffs
+            if not known_difference(name, d)]
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +109,22 @@ def test_scoreboard_command_over_the_full_corpus(tmp_path: Path, llama_cpp: Path
          "--json", str(summary), "--report", str(report), "--corpus-out", str(tmp_path / "corpus")],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert not unexplained_differences(report), proc.stdout
     table = proc.stdout
     assert "not implemented" in table and "100.0% equal" in table
-    components = json.loads(summary.read_text())["components"]
-    assert set(components) == ALL_COMPONENTS
+    written_summary = json.loads(summary.read_text())
+    assert set(written_summary["components"]) == PARITY_COMPONENTS
+    assert set(written_summary["round_trips"]) == ROUND_TRIPS
+    components = {**written_summary["components"], **written_summary["round_trips"]}
     for name, row in components.items():
-        assert set(row) == {"cases", "equal", "different", "error", "deviation", "not_implemented", "seconds"}
+        assert set(row) == ROW_KEYS
         assert row["cases"] > 0, name
+        assert row["check"] == ("round-trip" if name in ROUND_TRIPS else "parity")
         if name in IMPLEMENTED:
             assert not row["not_implemented"]
-            assert row["equal"] == row["cases"], (name, row)
+            assert row["crash"] == row["error"] == row["deviation"] == 0 and not row["problem"], (name, row)
+            assert row["equal"] + row["different"] == row["cases"], (name, row)
         else:
             assert row["not_implemented"], name
     written = {p.stem for p in (tmp_path / "corpus").glob("*.jsonl")}
@@ -98,13 +135,26 @@ def test_scoreboard_command_over_the_full_corpus(tmp_path: Path, llama_cpp: Path
 def test_scoreboard_on_a_subset(tmp_path: Path, llama_cpp: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp), "--templates", ",".join(SUBSET),
-         "--no-models", "--json", str(tmp_path / "s.json")],
+         "--no-models", "--json", str(tmp_path / "s.json"), "--report", str(tmp_path / "r.json")],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert not unexplained_differences(tmp_path / "r.json"), proc.stdout
     components = json.loads((tmp_path / "s.json").read_text())["components"]
+    assert not [name for name, row in components.items() if row["problem"] or row["crash"] or row["error"]]
     assert components["chat_apply"]["cases"] == len(SUBSET) * len(SCENARIOS)
-    assert components["tokenize"]["cases"] == 0
+    assert components["tokenize"]["excluded"] == "--no-models" and components["tokenize"]["cases"] == 0
+
+
+@pytest.mark.parametrize("names", ["Qwen-Qwen3-0.6B,no-such-template", "no-such-template", ","])
+def test_templates_that_match_nothing_are_an_error(tmp_path: Path, llama_cpp: Path, names: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp), "--templates", names, "--no-models"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--templates names no vendored template" in proc.stderr
+    assert "equal" not in proc.stdout
 
 
 @pytest.mark.model
