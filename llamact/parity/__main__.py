@@ -3,6 +3,7 @@
     python -m llamact.parity                      # full corpus, every template, both models
     python -m llamact.parity --templates Qwen-Qwen3-0.6B,google-gemma-2-2b-it   # a subset
     python -m llamact.parity --json score.json --report report.json --corpus-out corpus/
+    python -m llamact.parity fuzz --seconds 60    # differential fuzzing (python -m llamact.parity fuzz -h)
 
 The pinned tree's templates come from ``--llama-cpp DIR``, else a source checkout's
 ``vendor/llama.cpp``, else the verified cache (``~/.cache/llamact/src``). The oracle is the one
@@ -62,6 +63,11 @@ def available_models(wanted: bool) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fuzz"]:
+        from .fuzz.cli import main as fuzz_main
+
+        return fuzz_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m llamact.parity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-cpp", help="the pinned llama.cpp tree (for its templates and test vectors)")

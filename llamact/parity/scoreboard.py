@@ -66,6 +66,40 @@ def _crash_summary(exc: BaseException) -> dict[str, Json]:
             "traceback": [f"{f.filename.rsplit('/llamact/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames]}
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One case judged: ``outcome`` is ``equal``, ``different``, ``error`` (llamact raised where
+    upstream answered), ``crash`` (a non-LlamaException escaped) or ``deviation``; ``why`` says how
+    it differs ("" when equal); ``got`` is llamact's answer (or what it raised, as data)."""
+
+    outcome: str
+    why: str
+    got: Json
+
+
+def judge(component: Component, case: Case) -> Verdict:
+    """Run ``component``'s runner on ``case`` and judge the answer by the rules above."""
+    assert component.runner is not None
+    raised: BaseException | None = None
+    try:
+        got: Json = component.runner(case)
+    except LlamaException as exc:
+        raised, got = exc, {"raised": {"exception": type(exc).__name__, "message": error_text(exc)}}
+    except Exception as exc:  # noqa: BLE001 - a bug in llamact is a result to report, not the end of the run
+        raised, got = exc, {"crash": _crash_summary(exc)}
+    if raised is None and component.is_deviation is not None and component.is_deviation(case, got):
+        return Verdict("deviation", "", got)
+    if raised is not None and not isinstance(raised, LlamaException):
+        return Verdict("crash", "crash: " + str(got["crash"]["exception"]), got)
+    if raised is not None:
+        if not case.oracle_error:
+            return Verdict("error", "llamact raised, upstream answered", got)
+        why = match_error(component.name, case.expected["error"], raised)
+        return Verdict("equal", "", got) if why is None else Verdict("different", why, got)
+    why = first_difference(case.expected, got, component.ordered)
+    return Verdict("equal", "", got) if why is None else Verdict("different", why, got)
+
+
 def score_component(component: Component, cases: list[Case], max_differences: int | None = None) -> Row:
     row = Row(component.name, component.description, check=component.check, cases=len(cases))
     if component.runner is None:
@@ -76,38 +110,10 @@ def score_component(component: Component, cases: list[Case], max_differences: in
         return row
     started = time.perf_counter()
     for case in cases:
-        raised: BaseException | None = None
-        try:
-            got: Json = component.runner(case)
-        except LlamaException as exc:
-            raised, got = exc, {"raised": {"exception": type(exc).__name__, "message": error_text(exc)}}
-        except Exception as exc:  # noqa: BLE001 - a bug in llamact is a result to report, not the end of the run
-            raised, got = exc, {"crash": _crash_summary(exc)}
-        if raised is None and component.is_deviation is not None and component.is_deviation(case, got):
-            row.deviation += 1
-            continue
-        if raised is not None and not isinstance(raised, LlamaException):
-            row.crash += 1
-            _record(row, case, got, "crash: " + str(got["crash"]["exception"]), max_differences)
-            continue
-        if raised is not None:
-            why = match_error(component.name, case.expected["error"], raised) if case.oracle_error else \
-                "llamact raised, upstream answered"
-            if why is None:
-                row.equal += 1
-            else:
-                if case.oracle_error:
-                    row.different += 1
-                else:
-                    row.error += 1
-                _record(row, case, got, why, max_differences)
-            continue
-        why = first_difference(case.expected, got, component.ordered)
-        if why is None:
-            row.equal += 1
-        else:
-            row.different += 1
-            _record(row, case, got, why, max_differences)
+        verdict = judge(component, case)
+        setattr(row, verdict.outcome, getattr(row, verdict.outcome) + 1)
+        if verdict.outcome not in ("equal", "deviation"):
+            _record(row, case, verdict.got, verdict.why, max_differences)
     row.seconds = time.perf_counter() - started
     return row
 

@@ -997,6 +997,8 @@ static ojson op_gbnf_parse(const ojson & req) {
 
 using op_fn = ojson (*)(const ojson &);
 
+static ojson op_batch(const ojson & req);
+
 static const std::map<std::string, op_fn> & operations() {
     static const std::map<std::string, op_fn> ops = {
         {"version", op_version},
@@ -1018,6 +1020,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"peg_build", op_peg_build},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
+        {"batch", op_batch},
     };
     return ops;
 }
@@ -1030,14 +1033,8 @@ static ojson error_answer(const ojson & id, const std::string & kind, const std:
     return {{"id", id}, {"ok", false}, {"error", {{"kind", kind}, {"message", message}}}};
 }
 
-static ojson handle(const std::string & line) {
-    ojson req;
-    try {
-        req = ojson::parse(line);
-    } catch (const std::exception & e) {
-        return error_answer(nullptr, "json_parse", e.what());
-    }
-    ojson id = req.is_object() && req.contains("id") ? req.at("id") : ojson(nullptr);
+// One request object (its own "now" applies to it alone): the answer, never an exception.
+static ojson dispatch(const ojson & req, const ojson & id) {
     try {
         if (!req.is_object()) {
             throw bad_request("a request must be a JSON object");
@@ -1070,6 +1067,39 @@ static ojson handle(const std::string & line) {
         g_oracle_now = ORACLE_DEFAULT_NOW;
         return error_answer(id, "unknown", "unknown exception");
     }
+}
+
+static ojson handle(const std::string & line) {
+    ojson req;
+    try {
+        req = ojson::parse(line);
+    } catch (const std::exception & e) {
+        return error_answer(nullptr, "json_parse", e.what());
+    }
+    ojson id = req.is_object() && req.contains("id") ? req.at("id") : ojson(nullptr);
+    return dispatch(req, id);
+}
+
+// Many requests in one line, for throughput (the fuzzer): each answered as if sent alone, without
+// "id"; an answer holding invalid UTF-8 gets U+FFFD replacements and "lossy_utf8": true.
+static ojson op_batch(const ojson & req) {
+    const ojson & requests = require(req, "requests");
+    if (!requests.is_array()) {
+        throw bad_request("field 'requests' must be an array of request objects");
+    }
+    ojson out = ojson::array();
+    for (const auto & sub : requests) {
+        ojson answer = dispatch(sub, nullptr);
+        answer.erase("id");
+        try {
+            (void) answer.dump();
+        } catch (const ojson::type_error &) {
+            answer = ojson::parse(answer.dump(-1, ' ', false, ojson::error_handler_t::replace));
+            answer["lossy_utf8"] = true;
+        }
+        out.push_back(std::move(answer));
+    }
+    return out;
 }
 
 // Strict UTF-8 first; an answer holding invalid UTF-8 (e.g. a template slicing a string by bytes)

@@ -4,7 +4,6 @@ measuring every component llamact implements against the oracle."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from llamact.parity.corpus import Corpus, build_corpus, template_files
+from llamact.parity.known_differences import known_difference
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import ASSISTANT_OUTPUTS, SCENARIOS
 from llamact.parity.schema_corpus import SCHEMA_CORPUS
@@ -31,30 +31,10 @@ ROW_KEYS = {"check", "cases", "equal", "different", "error", "crash", "deviation
             "problem", "seconds"}
 
 
-# Differences the strict error rules expose in llamact.jinja, reported to its owner and not fixed
-# in the parity layer: upstream's template errors carry a location preamble ("\n------------\nWhile
-# executing <Node> at line L, column C in source:\n<excerpt>\n<caret>\nError: <message>") and a call
-# of an undefined name adds " (hint: '<name>')"; llamact's messages have neither. And upstream's
-# string.format() with named fields says NotImplemented where llamact reports a Python TypeError.
-_HINT = re.compile(r" \(hint: '[^']*'\)\Z")
-
-
-def known_difference(component: str, diff: dict[str, Any]) -> bool:
-    if component not in ("jinja", "template_jinja") or not diff["why"].startswith("same kind ("):
-        return False
-    if diff["id"] == "jinja/test_string_methods/string.format() named fields":
-        return True
-    message, got = diff["expected"]["error"]["message"], diff["got"]["raised"]["message"]
-    if "\nWhile executing " not in message or "\nError: " not in message:
-        return False
-    inner = message.split("\nError: ", 1)[1]
-    return got in (inner, _HINT.sub("", inner))
-
-
 def unexplained_differences(report: Path) -> list[Any]:
     differences = json.loads(report.read_text())["differences"]
     return [(name, d["id"], d["why"]) for name, diffs in differences.items() for d in diffs
-            if not known_difference(name, d)]
+            if not known_difference(name, d["expected"], d["got"])]
 
 
 @pytest.fixture(scope="module")

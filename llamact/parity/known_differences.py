@@ -1,0 +1,59 @@
+"""Differences between llamact and upstream that are known, reported, and not yet fixed.
+
+The scoreboard counts them as different, as it must. This module only names them, so that the
+fuzzer can count them apart from new findings (and save one example of each, not thousands), and
+the scoreboard's tests can insist that every difference is one of these. Each entry says where
+the fix belongs. Remove an entry when its fix lands: the tests then hold the fix.
+
+What enters :func:`known_difference`: the component, upstream's expected answer and llamact's
+answer as the scoreboard records it (``{"raised": {"exception", "message"}}`` for an error). What
+leaves: the label of the known difference, or None for anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["KNOWN_DIFFERENCES", "known_difference"]
+
+Json = Any
+
+#: label -> where the fix belongs and what it is
+KNOWN_DIFFERENCES = {
+    "jinja-error-location": (
+        "llamact/jinja: upstream's template runtime errors carry a location preamble "
+        "('\\n------------\\nWhile executing <Node> at line L, column C in source:\\n<excerpt>\\n<caret>\\n"
+        "Error: <message>'); llamact's message is <message> alone"),
+    "jinja-error-hint": (
+        "llamact/jinja: for a call of an undefined value upstream appends \" (hint: '<name>')\" to "
+        "'Callee is not a function: got Undefined' and to 'Unknown (built-in) filter ... for type Undefined'"),
+    "jinja-format-named-fields": (
+        "llamact/jinja (strings.py / methods.py): str.format() with named fields reports Python's TypeError "
+        "instead of upstream's \"NotImplemented: format() only supports simple '{}' placeholders\""),
+}
+
+_HINT = re.compile(r" \(hint: '[^']*'\)\Z")
+_TEMPLATE_COMPONENTS = ("jinja", "template_jinja", "caps", "template_render", "chat_apply")
+
+
+def known_difference(component: str, expected: Json, got: Json) -> str | None:
+    if component not in _TEMPLATE_COMPONENTS:
+        return None
+    if not (isinstance(expected, dict) and isinstance(expected.get("error"), dict)):
+        return None
+    if not (isinstance(got, dict) and isinstance(got.get("raised"), dict)):
+        return None
+    message, text = str(expected["error"].get("message", "")), str(got["raised"].get("message", ""))
+    if message == "NotImplemented: format() only supports simple '{}' placeholders" \
+            and text.startswith("format: invalid arguments for type String"):
+        return "jinja-format-named-fields"
+    inner = message
+    preamble = "\nWhile executing " in message and "\nError: " in message
+    if preamble:
+        inner = message.split("\nError: ", 1)[1]
+    if text == inner and preamble:
+        return "jinja-error-location"
+    if text == _HINT.sub("", inner) and text != inner:
+        return "jinja-error-hint"
+    return None
