@@ -508,10 +508,12 @@ def _check_alternatives(alternatives: Alternatives, base: str, symbols: _Symbols
 
 
 def _references(item: Element | Alternatives) -> Iterator[RuleRef]:
+    """The references upstream writes into the rule itself (``x{0}`` writes none: it is dropped)."""
     if isinstance(item, RuleRef):
         yield item
     elif isinstance(item, Repeat):
-        yield from _references(item.item)
+        if item.max != 0:
+            yield from _references(item.item)
     elif isinstance(item, Group):
         yield from _references(item.alternatives)
     elif isinstance(item, Alternatives):
@@ -529,6 +531,9 @@ def _kept_references(item: Element | Alternatives, inside: bool = False) -> Iter
     elif isinstance(item, Group):
         yield from _kept_references(item.alternatives, True)
     elif isinstance(item, Repeat):
+        if item.max == 0:  # dropped, even inside a group's rule; only groups within it keep theirs
+            yield from _kept_references(item.item, False)
+            return
         generates = item.max is None or item.max > MAX_REPETITION_THRESHOLD or item.max > item.min
         yield from _kept_references(item.item, inside or generates)
     elif isinstance(item, Alternatives):

@@ -347,6 +347,9 @@ INVALID = [
     'root ::= t "b"?\nroot ::= "a"',
     'root ::= ("x"){0} (t){0}\nroot ::= "a"',
     'root ::= t{1,2}\nroot ::= "a"',
+    'root ::= t{0} "a"*',
+    'root ::= (t){0}',
+    'root ::= ((t) "a"){0}',
 ]
 
 VALID = [
@@ -381,6 +384,10 @@ VALID = [
     'root ::= t\nroot ::= "a"',
     'root ::= "a"\nx ::= t\nx ::= "b"',
     'root ::= t{2}\nroot ::= "a"',
+    # x{0} drops x: an undefined rule there is never looked at (unless a rule is generated after it)
+    "root ::= t{0}",
+    'root ::= "a" t{0,0} "b"',
+    'root ::= ("a" t{0})',
 ]
 
 # Stricter than llama.cpp on purpose (see llamact.grammar.gbnf): llama.cpp takes these.
