@@ -8,8 +8,9 @@ llamact's, byte for byte, errors by the scoreboard's table.
 ``llama_grammar_parser`` parses the text and it defines ``root`` (what ``llama_grammar_init_impl``
 checks before building stacks), against ``parse_gbnf(text)`` raising or not. Where llamact is
 deliberately stricter (gbnf.py's docstring: a range ``[z-a]`` whose start is above its end, a NUL
-character) the case is a deviation. Grammars with ``{m,n}``, m > n are never sent: upstream's parser
-would loop about 2**64 times.
+character) the case is a deviation. Never sent: grammars with ``{m,n}``, m > n (upstream's parser
+would loop about 2**64 times), and grammars llamact accepts that hold a ``<text>`` token reference
+(only a vocabulary can say whether it names a single token; llamact's front end has none).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class GbnfTarget(Target):
         for m in _REVERSED_REPEAT.finditer(text):
             if int(m.group(1)) > int(m.group(2)):
                 raise Unsent("holds {m,n} with m > n: llama.cpp's parser would loop for ever")
+        if _has_text_token(text):
+            raise Unsent("a <text> token reference: whether it names one token depends on a vocabulary, which "
+                         "llama.cpp's parser consults and llamact's front end does not")
         return {"op": "gbnf_parse", "grammars": [text]}
 
     def expected(self, inp: Json, answer: Any) -> Json:
@@ -77,6 +81,30 @@ class GbnfTarget(Target):
             return False
         reason = _refusal(str(inp.get("grammar", ""))) or ""
         return "NUL character" in reason or ("character range start" in reason and "is above its end" in reason)
+
+
+def _has_text_token(text: str) -> bool:
+    from ...grammar.gbnf import GbnfError, TokenRef, parse_gbnf
+
+    try:
+        grammar = parse_gbnf(text, root=None)
+    except GbnfError:
+        return False  # refused before any vocabulary could matter: both sides must refuse
+    return any(isinstance(ref, TokenRef) and isinstance(ref.token, str) for ref in _elements(grammar))
+
+
+def _elements(grammar: Any) -> Any:
+    from ...grammar.gbnf import Group, Repeat
+
+    stack = [seq for alternatives in grammar.rules.values() for seq in alternatives.sequences]
+    while stack:
+        for item in stack.pop().items:
+            while isinstance(item, Repeat):
+                item = item.item
+            if isinstance(item, Group):
+                stack.extend(item.alternatives.sequences)
+            else:
+                yield item
 
 
 def _refusal(text: str) -> str | None:
