@@ -182,3 +182,29 @@ def test_the_error_table_is_one_documented_place() -> None:
     for entry in ERROR_KINDS:
         assert entry.upstream and entry.components and entry.llamact
         assert isinstance(entry.message, MessageRule)
+
+
+# -- known differences are named, not excused ------------------------------------------------------
+
+
+def _raised(message: str) -> dict[str, Any]:
+    return {"raised": {"exception": "JinjaRuntimeError", "message": message}}
+
+
+def test_known_differences_are_recognised_precisely() -> None:
+    from llamact.parity.known_differences import KNOWN_DIFFERENCES, known_difference
+
+    located = ("\n------------\nWhile executing CallExpression at line 3, column 9 in source:\n...x...\n   ^\n"
+               "Error: Jinja Exception: no")
+    assert known_difference("template_jinja", _error("exception", located), _raised("Jinja Exception: no")) \
+        == "jinja-error-location"
+    hinted = located.replace("Jinja Exception: no", "Callee is not a function: got Undefined (hint: 'items')")
+    assert known_difference("template_jinja", _error("runtime_error", hinted),
+                            _raised("Callee is not a function: got Undefined")) == "jinja-error-hint"
+    # another inner message, another component, or an answer instead of an error: not known
+    assert known_difference("template_jinja", _error("exception", located), _raised("Jinja Exception: yes")) is None
+    assert known_difference("json_schema", _error("exception", located), _raised("Jinja Exception: no")) is None
+    assert known_difference("template_jinja", _error("exception", located), "rendered") is None
+    assert known_difference("template_jinja", _error("exception", "Jinja Exception: no"),
+                            _raised("Jinja Exception: no")) is None  # equal, not a known difference
+    assert set(KNOWN_DIFFERENCES) == {"jinja-error-location", "jinja-error-hint", "jinja-format-named-fields"}
