@@ -120,6 +120,14 @@ def test_runs_are_deterministic_and_resume_from_their_state(tmp_path: Path) -> N
         _fake_runner(tmp_path / "b", seed=4, state=state)
 
 
+def test_the_state_file_keeps_the_targets_a_run_does_not_touch(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"seed": 3, "targets": {"other": {"cases": 5, "next_index": 5}}}))
+    _fake_runner(tmp_path, state=state).run(cases=4)
+    targets = json.loads(state.read_text())["targets"]
+    assert targets["other"] == {"cases": 5, "next_index": 5} and targets["fake"]["cases"] == 4
+
+
 def test_a_crash_in_the_runner_is_a_finding_not_the_end_of_the_run(tmp_path: Path) -> None:
     class Raising(_BuggyTarget):
         def run(self, inp: Any) -> Any:

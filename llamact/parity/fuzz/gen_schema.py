@@ -95,7 +95,7 @@ def _array(rng: random.Random, depth: int) -> Json:
 
 def _object(rng: random.Random, depth: int) -> Json:
     node: Json = {"type": "object"}
-    names = rng.sample(_PROP_NAMES, rng.randint(0, 4))
+    names = rng.sample(_PROP_NAMES, rng.randint(0, 6))
     if names or rng.random() < 0.5:
         node["properties"] = {n: schema(rng, depth + 1) for n in names}
     if names and rng.random() < 0.6:
@@ -127,9 +127,14 @@ def _plain(rng: random.Random, depth: int) -> Json:
 
 #: the schema of schemas: node kinds and their weights
 KINDS: list[tuple[Callable[[random.Random, int], Json], float]] = [
-    (_string, 3), (_numeric, 3), (_array, 2), (_object, 3), (_combinator, 1.5), (_literal, 1.5),
+    (_string, 3), (_numeric, 3), (_array, 2.5), (_object, 4), (_combinator, 1.5), (_literal, 1.5),
     (_multi_type, 0.7), (_plain, 1),
 ]
+
+
+def _top(rng: random.Random) -> Json:
+    """The root: an object or an array most of the time, as response formats and tools are."""
+    return _object(rng, 0) if rng.random() < 0.75 else _array(rng, 0)
 
 _BREAKS: list[Callable[[random.Random, Json], Json]] = [
     lambda rng, n: dict(n, type=rng.choice([5, "str", "float", [], ["string", "kaboom"], {"a": 1}])),
@@ -149,21 +154,26 @@ _BREAKS: list[Callable[[random.Random, Json], Json]] = [
 def schema(rng: random.Random, depth: int = 0) -> Json:
     """One random schema node (a whole schema when ``depth`` is 0: then it may carry ``$defs``
     that nodes below refer to)."""
-    if depth == 0 and rng.random() < 0.2:
+    if depth == 0 and rng.random() < 0.3:
         defs_key = rng.choice(["$defs", "definitions"])
         names = rng.sample(["A", "B", "node", "item"] + (["x~1", "a/b"] if rng.random() < 0.1 else []),
                            rng.randint(1, 2))
         root: Json = {defs_key: {n: schema(rng, 2) for n in names}}
         ref = {"$ref": f"#/{defs_key}/{rng.choice(names).replace('~', '~0').replace('/', '~1')}"}
+        if rng.random() < 0.3:  # a recursive definition (a tree)
+            root[defs_key][names[0]] = {"type": "object", "properties": {
+                "value": schema(rng, 3), "children": {"type": "array", "items": dict(ref)}}}
         if rng.random() < 0.5:
             root.update(ref)
         else:
             root.update({"type": "object", "properties": {"child": ref}})
         return root
-    if depth >= 3:
+    if depth == 0 and rng.random() < 0.5:
+        node = _top(rng)
+    elif depth >= 4:
         node = _plain(rng, depth) if rng.random() < 0.5 else _string(rng, depth)
     else:
-        kinds, weights = zip(*KINDS, strict=True)
+        kinds, weights = zip(*KINDS, strict=True)  # the schema of schemas
         node = rng.choices(kinds, weights)[0](rng, depth)
     if rng.random() < 0.03:
         node = rng.choice(_BREAKS)(rng, node)

@@ -116,6 +116,7 @@ class FuzzRunner:
         self.shrink_budget = shrink_budget
         self.tallies = {t.name: Tally() for t in targets}
         self.findings: list[Json] = []
+        self._others: dict[str, Json] = {}  # other targets' tallies in the state file, kept as they are
         if state_path is not None and state_path.is_file():
             state = json.loads(state_path.read_text())
             if state.get("seed") != seed:
@@ -123,6 +124,8 @@ class FuzzRunner:
             for name, tally in state.get("targets", {}).items():
                 if name in self.tallies:
                     self.tallies[name] = Tally(**tally)
+                else:
+                    self._others[name] = tally
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -230,7 +233,7 @@ class FuzzRunner:
     def _save_state(self) -> None:
         if self.state_path is None:
             return
-        state = {"seed": self.seed, "targets": {n: asdict(t) for n, t in self.tallies.items()}}
+        state = {"seed": self.seed, "targets": {**self._others, **{n: asdict(t) for n, t in self.tallies.items()}}}
         fd, tmp = tempfile.mkstemp(dir=self.state_path.parent or Path("."), suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             json.dump(state, fh, indent=1)
