@@ -45,3 +45,29 @@ def test_vectors_upstream_refuses_fail_with_upstreams_error(oracle: OracleClient
     assert refused >= 10
     assert not problems, "\n".join(problems)
     assert known == KNOWN, "a known difference is gone: remove it from KNOWN"
+
+
+# Templates upstream refuses at run time, whose messages name value types (upstream's type() texts).
+TYPE_NAMING = [
+    ("{{ x[0] }}", {"x": None}),
+    ("{{ messages[0]['content'][0]['text'] }}", {"messages": [{"role": "system", "content": None}]}),
+    ("{{ 1 ~ 2 }}", {}),
+    ("{{ 1 + true }}", {}),
+    ("{{ 1.5 - 'a' }}", {}),
+    ("{% for x in 3 %}{% endfor %}", {}),
+]
+
+
+@pytest.mark.parametrize("template,context", TYPE_NAMING, ids=[t for t, _ in TYPE_NAMING])
+def test_type_names_in_errors_are_upstreams(oracle: OracleClient, template: str, context: dict[str, object]) -> None:
+    from llamact.parity.known_differences import known_difference
+
+    expected = oracle.request("jinja_render", template=template, context=context)
+    assert isinstance(expected, OracleError), expected
+    with pytest.raises(LlamaException) as info:
+        render(template, context, now=ORACLE_NOW, source_name="t")
+    upstream = {"error": {"kind": expected.kind, "message": expected.message}}
+    why = match_error("template_jinja", upstream["error"], info.value)
+    got = {"raised": {"exception": type(info.value).__name__, "message": getattr(info.value, "reason", "")}}
+    # equal, or only upstream's location preamble missing (a known difference, reported)
+    assert why is None or known_difference("template_jinja", upstream, got) == "jinja-error-location", why
