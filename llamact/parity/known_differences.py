@@ -28,6 +28,10 @@ KNOWN_DIFFERENCES = {
     "jinja-error-hint": (
         "llamact/jinja: for a call of an undefined value upstream appends \" (hint: '<name>')\" to "
         "'Callee is not a function: got Undefined' and to 'Unknown (built-in) filter ... for type Undefined'"),
+    "jinja-syntax-error-text": (
+        "llamact/jinja: a template that does not compile fails on both sides, but llamact's message is "
+        "jinja2's ('tag name expected', 'unexpected character in number: 1e3') where upstream's lexer and "
+        "parser say their own ('Unknown statement', 'parser: Parser Error: Expected }} (Got e3)...')"),
     "jinja-format-named-fields": (
         "llamact/jinja (strings.py / methods.py): str.format() with named fields reports Python's TypeError "
         "instead of upstream's \"NotImplemented: format() only supports simple '{}' placeholders\""),
@@ -45,6 +49,9 @@ def known_difference(component: str, expected: Json, got: Json) -> str | None:
     if not (isinstance(got, dict) and isinstance(got.get("raised"), dict)):
         return None
     message, text = str(expected["error"].get("message", "")), str(got["raised"].get("message", ""))
+    if got["raised"].get("exception") == "JinjaSyntaxError" and expected["error"].get("kind") == "runtime_error" \
+            and "\nWhile executing " not in message:
+        return "jinja-syntax-error-text"
     if message == "NotImplemented: format() only supports simple '{}' placeholders" \
             and text.startswith("format: invalid arguments for type String"):
         return "jinja-format-named-fields"

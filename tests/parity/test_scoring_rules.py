@@ -207,4 +207,9 @@ def test_known_differences_are_recognised_precisely() -> None:
     assert known_difference("template_jinja", _error("exception", located), "rendered") is None
     assert known_difference("template_jinja", _error("exception", "Jinja Exception: no"),
                             _raised("Jinja Exception: no")) is None  # equal, not a known difference
-    assert set(KNOWN_DIFFERENCES) == {"jinja-error-location", "jinja-error-hint", "jinja-format-named-fields"}
+    syntax = {"raised": {"exception": "JinjaSyntaxError", "message": "tag name expected"}}
+    assert known_difference("caps", _error("runtime_error", "Unknown statement"), syntax) == "jinja-syntax-error-text"
+    assert known_difference("caps", _error("runtime_error", "Unknown statement"),
+                            _raised("tag name expected")) is None  # a runtime error is not a syntax error
+    assert set(KNOWN_DIFFERENCES) == {"jinja-error-location", "jinja-error-hint", "jinja-syntax-error-text",
+                                      "jinja-format-named-fields"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -211,13 +212,10 @@ class FuzzRunner:
 
     def _save(self, target: Target, tally: Tally, index: int, inp: Json, judged: Judged) -> None:
         assert judged.verdict is not None
-        crash = judged.verdict.got["crash"]["exception"] if judged.outcome == "crash" else None
+        signature = failure_signature(judged)
 
         def same_failure(candidate: Json) -> bool:
-            again = evaluate(target, candidate, shrinking=True)
-            if again.outcome != judged.outcome or again.label != judged.label or again.verdict is None:
-                return False
-            return crash is None or bool(again.verdict.got["crash"]["exception"] == crash)
+            return failure_signature(evaluate(target, candidate, shrinking=True)) == signature
 
         small, calls = shrink(inp, same_failure, target.fixed_keys, self.shrink_budget)
         final = evaluate(target, small)
@@ -241,3 +239,24 @@ class FuzzRunner:
 
 
 _FAILED = object()
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def failure_signature(judged: Judged) -> tuple[str, ...]:
+    """What a shrunk input must keep failing with: the outcome, the known label, and the shape of
+    the failure -- the exception class llamact raised (a crash's, or an error's against upstream's
+    kind), or the path where the values first differ. A candidate that fails otherwise (e.g. a
+    syntax error the cut made) is not the same failure."""
+    verdict = judged.verdict
+    if verdict is None:
+        return (judged.outcome,)
+    got = verdict.got
+    if isinstance(got, dict) and isinstance(got.get("crash"), dict):
+        shape = "crash:" + str(got["crash"]["exception"])
+    elif isinstance(got, dict) and isinstance(got.get("raised"), dict):
+        kind = judged.expected["error"].get("kind", "") if isinstance(judged.expected, dict) and \
+            isinstance(judged.expected.get("error"), dict) else "answer"
+        shape = f"raised:{got['raised']['exception']}:vs:{kind}"
+    else:
+        shape = "path:" + _INDEX.sub("[]", verdict.why.split(":", 1)[0])
+    return judged.outcome, judged.label or "", shape
