@@ -11,7 +11,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .callargs import UNDEF, Fn, arg, default_value, not_implemented, pos, slice_bounds, slice_seq, tojson
+from .callargs import (
+    UNDEF,
+    Fn,
+    arg,
+    default_value,
+    ensure_vals,
+    not_implemented,
+    pos,
+    slice_bounds,
+    slice_seq,
+    tojson,
+)
 from .errors import NotImplementedTemplateError, TemplateError
 from .values import as_bool, as_string, is_int, is_number, is_undefined, utf8_len
 
@@ -204,6 +215,12 @@ def _indent(v: Any, *args: Any, **kwargs: Any) -> str:
     return text
 
 
+def _affix(name: str, v: str, args: tuple[Any, ...]) -> bool:
+    """``startswith`` / ``endswith``: one string argument (type-checked as upstream does), by bytes."""
+    ensure_vals(name, (v, *args), ("string", "string"))
+    return v.encode().startswith(args[0].encode()) if name == "startswith" else v.encode().endswith(args[0].encode())
+
+
 STRING: dict[str, Fn] = {
     "default": default_value,
     "upper": _upper,
@@ -214,8 +231,8 @@ STRING: dict[str, Fn] = {
     "title": _title,
     "capitalize": _capitalize,
     "length": utf8_len,
-    "startswith": lambda v, p: isinstance(p, str) and v.encode().startswith(p.encode()),
-    "endswith": lambda v, p: isinstance(p, str) and v.encode().endswith(p.encode()),
+    "startswith": lambda v, *a: _affix("startswith", v, a),
+    "endswith": lambda v, *a: _affix("endswith", v, a),
     "split": _split,
     "rsplit": _rsplit,
     "replace": _replace,
