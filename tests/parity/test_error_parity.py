@@ -81,6 +81,10 @@ TYPE_CHECKED = [
     ("{{ 'abc'.startswith(x) }}", {}),
     ("{{ 'abc'.endswith(none) }}", {}),
     ("{{ 'abc'.startswith() }}", {}),
+    ("{{ messages[start:] }}", {"messages": []}),
+    ("{{ [1, 2, 3][x:2] }}", {}),
+    ("{{ 'abc'[y:] }}", {}),
+    ("{{ [1, 2, 3]['a':2] }}", {}),
 ]
 
 
