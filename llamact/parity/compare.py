@@ -61,6 +61,16 @@ def _show(value: Json) -> str:
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
 
+def _string_difference(expected: str, got: str) -> str:
+    """Where two strings part: the offset and a window of each from a little before it."""
+    if len(expected) + len(got) <= 2 * _MAX_SHOWN:
+        return f"expected {expected!r}, got {got!r}"
+    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got)))
+    start = max(0, at - 20)
+    return (f"first difference at character {at} (of {len(expected)} / {len(got)}): "
+            f"expected ...{expected[start:at + 40]!r}, got ...{got[start:at + 40]!r}")
+
+
 def _diff(expected: Json, got: Json, path: str, ordered: bool) -> str | None:
     te, tg = type(expected), type(got)
     if te is not tg:
@@ -86,7 +96,11 @@ def _diff(expected: Json, got: Json, path: str, ordered: bool) -> str | None:
         if struct.pack("<d", expected) != struct.pack("<d", got):
             return f"{path}: expected {expected!r}, got {got!r}"
         return None
-    if te in (str, int, bool) or expected is None:
+    if te is str:
+        if expected != got:
+            return f"{path}: {_string_difference(expected, got)}"
+        return None
+    if te in (int, bool) or expected is None:
         if expected != got:
             return f"{path}: expected {_show(expected)}, got {_show(got)}"
         return None

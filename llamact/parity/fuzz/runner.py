@@ -37,7 +37,7 @@ Json = Any
 __all__ = ["FuzzRunner", "Judged", "Tally", "evaluate"]
 
 BATCH = {"jinja_render": 16, "caps": 4, "chat_parse": 8, "peg_parse": 8, "json_schema": 100, "gbnf": 200}
-SHRINK_BUDGET = 150
+SHRINK_BUDGET = 400
 
 
 @dataclass
@@ -258,5 +258,6 @@ def failure_signature(judged: Judged) -> tuple[str, ...]:
             isinstance(judged.expected.get("error"), dict) else "answer"
         shape = f"raised:{got['raised']['exception']}:vs:{kind}"
     else:
-        shape = "path:" + _INDEX.sub("[]", verdict.why.split(":", 1)[0])
+        upstream = "error" if isinstance(judged.expected, dict) and set(judged.expected) == {"error"} else "value"
+        shape = f"{upstream}:path:" + _INDEX.sub("[]", verdict.why.split(":", 1)[0])
     return judged.outcome, judged.label or "", shape

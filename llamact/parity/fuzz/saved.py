@@ -3,8 +3,9 @@
 Each entry: ``{"target", "input", "outcome", "why", "seed", "index", "known"?}`` -- the whole input
 (replayable without any generator), what happened when it was found (``different`` / ``error`` /
 ``crash``) and why, where it came from, and, for a difference already reported and not fixed
-here, its label in known_differences.py. tests/parity/test_fuzz.py replays every entry: it must now
-be equal, or still be exactly its known difference.
+here, its label in known_differences.py; or, for a real difference diagnosed and reported whose
+fix belongs elsewhere, ``"open"``: the diagnosis. tests/parity/test_fuzz.py replays every entry: it
+must now be equal, still be exactly its known difference, or (open) still differ.
 """
 
 from __future__ import annotations
