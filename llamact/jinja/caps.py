@@ -33,7 +33,7 @@ from jinja2 import nodes
 from jinja2.runtime import LoopContext
 from jinja2.visitor import NodeTransformer
 
-from . import CompiledTemplate, JinjaException, compile_template
+from . import CompiledTemplate, JinjaException, JinjaRuntimeError, compile_template
 from .environment import LlamaEnvironment, _Filters, _Tests, member
 from .filters import _COERCED, ALIASES
 from .methods import builtins_for, tojson
@@ -429,7 +429,16 @@ def template_caps(source: str) -> TemplateCaps:
     except jinja2.TemplateError as exc:  # pragma: no cover - compile_template refused it first
         raise JinjaException(str(exc), "caps") from None
     template = CompiledTemplate(source, "caps", probe_template)
-    return TemplateCaps(**_probe(template), supports_thinking=supports_thinking(source))
+    try:
+        probed = _probe(template)
+    except IndexError as exc:
+        # a template that empties the probe's own messages or tools: upstream's probe reads them
+        # back with at() and fails the template's construction the same way
+        raise JinjaRuntimeError(f"caps probing failed: {exc}", "caps") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise JinjaRuntimeError(f"caps probing failed: the template rewrote the probe's messages ({exc!r})",
+                                "caps") from None
+    return TemplateCaps(**probed, supports_thinking=supports_thinking(source))
 
 
 __all__ = ["TemplateCaps", "template_caps", "supports_thinking", "THINKING_MARKERS", "ProbeEnvironment", "track"]

@@ -231,10 +231,29 @@ def _jinja_runner(case: Case) -> Json:
     return render(case.input["template"], case.input["context"], now=ORACLE_NOW, source_name=case.id)
 
 
+def _chat_apply_runner(case: Case) -> Json:
+    from .apply_runner import apply_request
+
+    return apply_request(case.input, ORACLE_NOW)
+
+
+def _template_render_runner(case: Case) -> Json:
+    return {"prompt": _chat_apply_runner(case)["prompt"]}
+
+
 def _caps_runner(case: Case) -> Json:
     from ..jinja.caps import template_caps
 
     return template_caps(case.input["template"]).to_map()
+
+
+def _autoparser_analysis_runner(case: Case) -> Json:
+    from ..chat.autoparser.analysis import analyze_template
+    from ..chat.templates import load_chat_templates
+
+    inp = case.input
+    tmpl = load_chat_templates(inp["template"], bos_token=inp["bos_token"], eos_token=inp["eos_token"]).default
+    return analyze_template(tmpl).to_json()
 
 
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
@@ -246,9 +265,11 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
                   _jinja_runner),
         Component("caps", "template capability maps, every vendored template", _caps_runner, ordered=True),
-        Component("template_render", "prompts: every template x the scenario matrix"),
-        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)",
+        Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
+        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner,
                   ordered={"parser"}),
+        Component("autoparser_analysis", "the autoparser's differential analysis of every template (whole struct)",
+                  _autoparser_analysis_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",

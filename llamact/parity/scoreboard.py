@@ -136,20 +136,20 @@ def score(corpus: Corpus, components: list[Component], excluded: dict[str, str] 
     return rows
 
 
-_HEADER = f"{'component':<17}{'cases':>8}{'equal':>8}{'diff':>8}{'error':>8}{'crash':>8}{'deviation':>11}  status"
+_HEADER = f"{'component':<21}{'cases':>8}{'equal':>8}{'diff':>8}{'error':>8}{'crash':>8}{'deviation':>11}  status"
 
 
 def _line(r: Row) -> str:
     if r.excluded:
-        return f"{r.component:<17}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>11}  excluded ({r.excluded})"
+        return f"{r.component:<21}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>11}  excluded ({r.excluded})"
     if r.not_implemented:
-        return f"{r.component:<17}{r.cases:>8}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>11}  not implemented"
+        return f"{r.component:<21}{r.cases:>8}{'-':>8}{'-':>8}{'-':>8}{'-':>8}{'-':>11}  not implemented"
     counts = f"{r.cases:>8}{r.equal:>8}{r.different:>8}{r.error:>8}{r.crash:>8}{r.deviation:>11}"
     if r.problem:
-        return f"{r.component:<17}{counts}  ERROR: {r.problem}"
+        return f"{r.component:<21}{counts}  ERROR: {r.problem}"
     measured = r.cases - r.deviation
     status = f"{100.0 * r.equal / measured:.1f}% equal" if measured else "all deviations"
-    return f"{r.component:<17}{counts}  {status}"
+    return f"{r.component:<21}{counts}  {status}"
 
 
 def render_table(rows: list[Row]) -> str:

@@ -20,6 +20,8 @@
 #include "log.h"
 #include "peg-parser.h"
 #include "chat-peg-parser.h"
+#include "chat-auto-parser.h"
+#include "chat-auto-parser-helpers.h"
 
 #include "jinja/caps.h"
 #include "jinja/lexer.h"
@@ -46,6 +48,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -528,6 +531,35 @@ static ojson op_chat_apply(const ojson & req) {
     return params_to_json(common_chat_templates_apply(tmpls.get(), inputs));
 }
 
+// For benchmarks: upstream's cost of a request, timed in-process. `init_us`: a fresh
+// common_chat_templates_init (compile + caps probing) per iteration; `apply_us`: apply on templates
+// initialised once, as llama-server does per request (the autoparser's analysis included).
+static ojson op_chat_apply_timing(const ojson & req) {
+    const std::string src = req_string(req, "template");
+    const int64_t iterations = opt_int(req, "iterations", 5);
+    if (iterations < 1 || iterations > 10000) {
+        throw bad_request("need 1 <= 'iterations' <= 10000");
+    }
+    const auto inputs = inputs_from_json(require(req, "inputs"));
+    const std::string bos = opt_string(req, "bos_token", "");
+    const std::string eos = opt_string(req, "eos_token", "");
+    using clock = std::chrono::steady_clock;
+    ojson init_us = ojson::array();
+    ojson apply_us = ojson::array();
+    size_t checksum = 0;
+    auto kept = common_chat_templates_init(nullptr, src, bos, eos);
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto t0 = clock::now();
+        auto tmpls = common_chat_templates_init(nullptr, src, bos, eos);
+        init_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        const auto t1 = clock::now();
+        const auto params = common_chat_templates_apply(kept.get(), inputs);
+        apply_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t1).count());
+        checksum += params.prompt.size() + params.grammar.size() + params.parser.size();
+    }
+    return {{"init_us", init_us}, {"apply_us", apply_us}, {"checksum", checksum}};
+}
+
 static ojson op_chat_parse(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -910,6 +942,151 @@ static ojson op_generate_greedy(const ojson & req) {
     return {{"prompt_tokens", prompt}, {"tokens", out}, {"text", text}, {"stop", stop}};
 }
 
+// --- the differential autoparser's analysis (chat-diff-analyzer.cpp) ------------------------------
+
+template <typename T>
+static std::string enum_name(const T & value) {
+    std::ostringstream os;
+    os << value;  // upstream's own operator<< (chat-auto-parser.h)
+    return os.str();
+}
+
+// The template exactly as chat_apply analyses it: through common_chat_templates_init (source
+// patches included), the default template.
+static common_chat_templates_ptr templates_from_request(const ojson & req) {
+    return common_chat_templates_init(nullptr, req_string(req, "template"), opt_string(req, "bos_token", ""),
+                                      opt_string(req, "eos_token", ""));
+}
+
+// upstream's struct autoparser in the shape of llamact's AutoparserAnalysis.to_json() (same keys, same order)
+static ojson analysis_to_json(const autoparser::autoparser & a) {
+    ojson caps = ojson::object();
+    for (const auto & [key, value] : a.jinja_caps.to_map()) {
+        caps[key] = value;
+    }
+    const auto & f = a.tools.format;
+    const auto & fn = a.tools.function;
+    const auto & args = a.tools.arguments;
+    const auto & id = a.tools.call_id;
+    return {
+        {"jinja_caps", caps},
+        {"user_start", a.user_start},
+        {"assistant_start", a.assistant_start},
+        {"reasoning", {{"mode", enum_name(a.reasoning.mode)}, {"start", a.reasoning.start}, {"end", a.reasoning.end}}},
+        {"content", {{"mode", enum_name(a.content.mode)}, {"start", a.content.start}, {"end", a.content.end},
+                     {"requires_nonnull_content", a.content.requires_nonnull_content}}},
+        {"tools", {
+            {"format", {{"mode", enum_name(f.mode)}, {"section_start", f.section_start}, {"section_end", f.section_end},
+                        {"per_call_start", f.per_call_start}, {"per_call_end", f.per_call_end},
+                        {"fun_name_is_key", f.fun_name_is_key}, {"tools_array_wrapped", f.tools_array_wrapped},
+                        {"openai_wrapper_trigger", f.openai_wrapper_trigger}, {"function_field", f.function_field},
+                        {"name_field", f.name_field}, {"args_field", f.args_field}, {"id_field", f.id_field},
+                        {"gen_id_field", f.gen_id_field}, {"parameter_order", f.parameter_order}}},
+            {"function", {{"name_prefix", fn.name_prefix}, {"name_suffix", fn.name_suffix},
+                          {"args_separator", fn.args_separator}, {"close", fn.close}}},
+            {"arguments", {{"start", args.start}, {"end", args.end}, {"name_prefix", args.name_prefix},
+                           {"name_suffix", args.name_suffix}, {"value_prefix", args.value_prefix},
+                           {"value_suffix", args.value_suffix}, {"separator", args.separator},
+                           {"tolerate_intertag_whitespace", args.tolerate_intertag_whitespace}}},
+            {"call_id", {{"pos", enum_name(id.pos)}, {"prefix", id.prefix}, {"suffix", id.suffix}}},
+        }},
+        {"analysis_complete", a.analysis_complete},
+        {"preserved_tokens", a.preserved_tokens},
+        {"additional_stops", a.additional_stops},
+    };
+}
+
+// autoparser::analyze_template on the template; upstream's exceptions come back as error data.
+static ojson op_analyze(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    autoparser::autoparser analysis;
+    analysis.analyze_template(*tmpls->template_default);
+    return analysis_to_json(analysis);
+}
+
+// For benchmarks: the analysis `iterations` times on one compiled template, each timed in-process.
+static ojson op_analyze_timing(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    const int64_t iterations = opt_int(req, "iterations", 5);
+    if (iterations < 1 || iterations > 10000) {
+        throw bad_request("need 1 <= 'iterations' <= 10000");
+    }
+    using clock = std::chrono::steady_clock;
+    ojson us = ojson::array();
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto t0 = clock::now();
+        autoparser::autoparser analysis;
+        analysis.analyze_template(*tmpls->template_default);
+        us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    }
+    return {{"analysis_us", us}};
+}
+
+static ojson diff_split_to_json(const diff_split & d) {
+    return {{"prefix", d.prefix}, {"suffix", d.suffix}, {"left", d.left}, {"right", d.right}};
+}
+
+static ojson segments_to_json(const std::vector<segment> & segs) {
+    ojson out = ojson::array();
+    for (const auto & seg : segs) {
+        out.push_back({{"type", enum_name(seg.type)}, {"value", seg.value}});
+    }
+    return out;
+}
+
+// The analysis' pure string helpers (chat-auto-parser-helpers.h), by name.
+static ojson op_autoparser_helper(const ojson & req) {
+    const std::string helper = req_string(req, "helper");
+    if (helper == "calculate_diff_split") {
+        return diff_split_to_json(calculate_diff_split(req_string(req, "left"), req_string(req, "right")));
+    }
+    if (helper == "until_common_prefix") {
+        return until_common_prefix(req_string(req, "full"), req_string(req, "left"), req_string(req, "right"));
+    }
+    if (helper == "after_common_suffix") {
+        return after_common_suffix(req_string(req, "full"), req_string(req, "left"), req_string(req, "right"));
+    }
+    if (helper == "segmentize_markers") {
+        return segments_to_json(segmentize_markers(req_string(req, "text")));
+    }
+    if (helper == "prune_whitespace_segments") {
+        return segments_to_json(prune_whitespace_segments(segmentize_markers(req_string(req, "text"))));
+    }
+    if (helper == "trim_whitespace") { return trim_whitespace(req_string(req, "text")); }
+    if (helper == "trim_leading_whitespace") { return trim_leading_whitespace(req_string(req, "text")); }
+    if (helper == "trim_trailing_whitespace") { return trim_trailing_whitespace(req_string(req, "text")); }
+    if (helper == "trim_trailing_newlines") { return trim_trailing_newlines(req_string(req, "text")); }
+    if (helper == "compare_variants") {
+        // template_params A and B as JSON: {messages, tools, add_generation_prompt, enable_thinking, extra_context}
+        const auto tmpls = templates_from_request(req);
+        auto params_from = [](const ojson & j) {
+            template_params p;
+            p.messages = to_common(require(j, "messages"));
+            auto tools = j.find("tools");
+            if (tools != j.end()) {
+                p.tools = to_common(*tools);
+            }
+            p.add_generation_prompt = opt_bool(j, "add_generation_prompt", false);
+            p.enable_thinking       = opt_bool(j, "enable_thinking", true);
+            auto extra = j.find("extra_context");
+            if (extra != j.end() && !extra->is_null()) {
+                p.extra_context = to_common(*extra);
+            }
+            return p;
+        };
+        const template_params a = params_from(require(req, "a"));
+        const template_params b = params_from(require(req, "b"));
+        const auto result = autoparser::compare_variants(*tmpls->template_default, a,
+                                                         [&](template_params & p) { p = b; });
+        if (!result) {
+            return nullptr;
+        }
+        return {{"diff", diff_split_to_json(result->diff)}, {"output_A", result->output_A},
+                {"output_B", result->output_B}};
+    }
+    throw bad_request("unknown autoparser helper '" + helper + "'");
+}
+
 // --- small facts about upstream's building blocks ------------------------------------------------
 
 // The default capabilities (a default-constructed jinja::caps, before any probing).
@@ -1007,6 +1184,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"caps", op_caps},
         {"caps_defaults", op_caps_defaults},
         {"chat_apply", op_chat_apply},
+        {"chat_apply_timing", op_chat_apply_timing},
         {"chat_parse", op_chat_parse},
         {"chat_parse_stream", op_chat_parse_stream},
         {"chat_parse_timing", op_chat_parse_timing},
@@ -1018,6 +1196,9 @@ static const std::map<std::string, op_fn> & operations() {
         {"peg_parse", op_peg_parse},
         {"peg_parse_stream", op_peg_parse_stream},
         {"peg_build", op_peg_build},
+        {"analyze", op_analyze},
+        {"analyze_timing", op_analyze_timing},
+        {"autoparser_helper", op_autoparser_helper},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
         {"batch", op_batch},

@@ -21,12 +21,12 @@ pytestmark = pytest.mark.parity
 
 SUBSET = ["Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "google-gemma-2-2b-it"]
 PARITY_COMPONENTS = {
-    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs",
-    "peg_parse", "peg_grammar", "json_schema", "tokenize", "generate_greedy",
+    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "autoparser_analysis", "chat_parse",
+    "msg_diffs", "peg_parse", "peg_grammar", "json_schema", "tokenize", "generate_greedy",
 }
 ROUND_TRIPS = {"peg_arena"}
 ALL_COMPONENTS = PARITY_COMPONENTS | ROUND_TRIPS
-IMPLEMENTED = ALL_COMPONENTS - {"template_render", "chat_apply"}
+IMPLEMENTED = ALL_COMPONENTS  # every component has its runner now
 ROW_KEYS = {"check", "cases", "equal", "different", "error", "crash", "deviation", "not_implemented", "excluded",
             "problem", "seconds"}
 
@@ -56,8 +56,8 @@ def fresh_corpora(llama_cpp: Path) -> list[Corpus]:
 def test_corpus_is_deterministic_across_oracle_processes(fresh_corpora: list[Corpus]) -> None:
     first, second = fresh_corpora
     assert first.digest() == second.digest()
-    for component in ("caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_arena", "peg_parse",
-                      "peg_grammar"):
+    for component in ("caps", "template_render", "chat_apply", "autoparser_analysis", "chat_parse", "msg_diffs",
+                      "peg_arena", "peg_parse", "peg_grammar"):
         assert first.cases.get(component), component
 
 
@@ -67,6 +67,7 @@ def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path, fresh_c
     assert len(templates) >= 70
     corpus = fresh_corpora[0]
     assert len(corpus.cases["caps"]) == len(templates)
+    assert len(corpus.cases["autoparser_analysis"]) == len(templates)
     assert len(corpus.cases["chat_apply"]) == len(templates) * len(SCENARIOS)
     streams = {c.input.get("stream") for c in corpus.cases["chat_parse"]}
     # every template whose outputs upstream can render contributes a parse stream per output
@@ -92,7 +93,7 @@ def test_scoreboard_command_over_the_full_corpus(tmp_path: Path, llama_cpp: Path
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert not unexplained_differences(report), proc.stdout
     table = proc.stdout
-    assert "not implemented" in table and "100.0% equal" in table
+    assert "100.0% equal" in table
     written_summary = json.loads(summary.read_text())
     assert set(written_summary["components"]) == PARITY_COMPONENTS
     assert set(written_summary["round_trips"]) == ROUND_TRIPS
@@ -123,6 +124,7 @@ def test_scoreboard_on_a_subset(tmp_path: Path, llama_cpp: Path) -> None:
     components = json.loads((tmp_path / "s.json").read_text())["components"]
     assert not [name for name, row in components.items() if row["problem"] or row["crash"] or row["error"]]
     assert components["chat_apply"]["cases"] == len(SUBSET) * len(SCENARIOS)
+    assert components["autoparser_analysis"]["cases"] == components["autoparser_analysis"]["equal"] == len(SUBSET)
     assert components["tokenize"]["excluded"] == "--no-models" and components["tokenize"]["cases"] == 0
 
 
