@@ -18,7 +18,9 @@ items in another order are equal. Upstream's JSON tells all of these apart (``tr
   upstream produces as nlohmann ``ordered_json`` (e.g. a PEG arena's JSON) or as a ``std::map``
   (sorted keys). Shapes the oracle itself builds to carry an answer (a parsed message, a diff) have
   no upstream order, so they are compared as sets. ``ordered`` is a bool (the whole value) or a
-  set of top-level keys whose values are ordered (e.g. ``{"parser"}`` inside chat params).
+  set of top-level keys whose values are ordered (e.g. ``{"parser"}`` inside chat params), and
+  ``unordered`` names paths inside an ordered value whose keys still have no upstream order (a PEG
+  arena's ``rules`` object is a ``std::unordered_map`` upstream: its order is a hash table's).
 """
 
 from __future__ import annotations
@@ -35,25 +37,26 @@ __all__ = ["Ordered", "first_difference", "same"]
 _MAX_SHOWN = 80
 
 
-def same(expected: Json, got: Json, ordered: Ordered = False) -> bool:
-    return first_difference(expected, got, ordered) is None
+def same(expected: Json, got: Json, ordered: Ordered = False, unordered: Collection[str] = ()) -> bool:
+    return first_difference(expected, got, ordered, unordered) is None
 
 
-def first_difference(expected: Json, got: Json, ordered: Ordered = False) -> str | None:
+def first_difference(expected: Json, got: Json, ordered: Ordered = False,
+                     unordered: Collection[str] = ()) -> str | None:
     """None when ``got`` is ``expected`` in the strict sense above, else where and how they differ."""
     if isinstance(ordered, bool):
-        return _diff(expected, got, "$", ordered)
+        return _diff(expected, got, "$", ordered, unordered)
     if type(expected) is dict and type(got) is dict:
         # top-level keys: a set; the listed keys' values: ordered
         problem = _keys(expected, got, "$", False)
         if problem:
             return problem
         for key in expected:
-            found = _diff(expected[key], got[key], f"$.{key}", key in ordered)
+            found = _diff(expected[key], got[key], f"$.{key}", key in ordered, unordered)
             if found:
                 return found
         return None
-    return _diff(expected, got, "$", False)
+    return _diff(expected, got, "$", False, unordered)
 
 
 def _show(value: Json) -> str:
@@ -71,22 +74,22 @@ def _string_difference(expected: str, got: str) -> str:
             f"expected ...{expected[start:at + 40]!r}, got ...{got[start:at + 40]!r}")
 
 
-def _diff(expected: Json, got: Json, path: str, ordered: bool) -> str | None:
+def _diff(expected: Json, got: Json, path: str, ordered: bool, unordered: Collection[str] = ()) -> str | None:
     te, tg = type(expected), type(got)
     if te is not tg:
         return f"{path}: expected {te.__name__} {_show(expected)}, got {tg.__name__} {_show(got)}"
     if te is dict:
-        problem = _keys(expected, got, path, ordered)
+        problem = _keys(expected, got, path, ordered and path not in unordered)
         if problem:
             return problem
         for key in expected:
-            found = _diff(expected[key], got[key], f"{path}.{key}", ordered)
+            found = _diff(expected[key], got[key], f"{path}.{key}", ordered, unordered)
             if found:
                 return found
         return None
     if te is list:
         for i, (e, g) in enumerate(zip(expected, got, strict=False)):
-            found = _diff(e, g, f"{path}[{i}]", ordered)
+            found = _diff(e, g, f"{path}[{i}]", ordered, unordered)
             if found:
                 return found
         if len(expected) != len(got):

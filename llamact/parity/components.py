@@ -33,6 +33,8 @@ class Component:
     # Where object key order is upstream's (compare.py): True for the whole result, or the
     # top-level keys whose values are ordered.
     ordered: Ordered = False
+    # Paths inside an ordered value whose key order is still not upstream's (compare.py).
+    unordered: frozenset[str] = frozenset()
     # "parity" (llamact computes what upstream computes) or "round-trip" (llamact reads upstream's
     # output and writes it back: a check of the reader/writer, listed apart from parity)
     check: str = "parity"
@@ -256,6 +258,11 @@ def _autoparser_analysis_runner(case: Case) -> Json:
     return analyze_template(tmpl).to_json()
 
 
+# A PEG arena's "rules" object is upstream's std::unordered_map: its key order is a hash table's.
+ARENA_RULES = frozenset({"$.rules"})
+ARENA_RULES_IN_PARAMS = frozenset({"$.parser.rules"})
+
+
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here. ``corpus`` lets the
     msg_diffs runner find the streams its cases belong to."""
@@ -267,7 +274,7 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("caps", "template capability maps, every vendored template", _caps_runner, ordered=True),
         Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
         Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner,
-                  ordered={"parser"}),
+                  ordered={"parser"}, unordered=ARENA_RULES_IN_PARAMS),
         Component("autoparser_analysis", "the autoparser's differential analysis of every template (whole struct)",
                   _autoparser_analysis_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
@@ -275,7 +282,7 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",
                   parse_runners.msg_diffs if corpus is not None else None),
         Component("peg_arena", "parser arenas loaded from upstream's JSON and saved back", _peg_arena_runner,
-                  ordered=True, check="round-trip"),
+                  ordered=True, unordered=ARENA_RULES, check="round-trip"),
         Component("peg_parse", "raw PEG parse (result, span, AST) at every prefix, resumed as the text grows",
                   parse_runners.peg_parse if corpus is not None else None),
         Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not", _peg_grammar_runner),

@@ -38,6 +38,7 @@ KNOWN_DIFFERENCES = {
 }
 
 _HINT = re.compile(r" \(hint: '[^']*'\)\Z")
+_PREAMBLE = re.compile(r"\n------------\nWhile executing .*?\nError: ", re.S)
 _TEMPLATE_COMPONENTS = ("jinja", "template_jinja", "caps", "template_render", "chat_apply")
 
 
@@ -55,11 +56,10 @@ def known_difference(component: str, expected: Json, got: Json) -> str | None:
     if message == "NotImplemented: format() only supports simple '{}' placeholders" \
             and text.startswith("format: invalid arguments for type String"):
         return "jinja-format-named-fields"
-    inner = message
-    preamble = "\nWhile executing " in message and "\nError: " in message
-    if preamble:
-        inner = message.split("\nError: ", 1)[1]
-    if text == inner and preamble:
+    # the preamble may also sit inside a message that wraps the template's error ("Unable to
+    # generate parser for this template. Automatic parser generation failed: <preamble>Error: ...")
+    inner = _PREAMBLE.sub("", message)
+    if text == inner and inner != message:
         return "jinja-error-location"
     if text == _HINT.sub("", inner) and text != inner:
         return "jinja-error-hint"

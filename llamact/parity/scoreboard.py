@@ -5,7 +5,8 @@ JSON, parsed messages identical, diff sequences identical, grammars byte-identic
 rules, each held by a test of its own (tests/parity/test_scoring_rules.py):
 
 * Values are compared strictly (:mod:`.compare`): ``True``, ``1`` and ``1.0`` differ; object key
-  order counts where the component says its values are ordered upstream (``Component.ordered``).
+  order counts where the component says its values are ordered upstream (``Component.ordered``,
+  less ``Component.unordered``).
 * An upstream error is matched only by a llamact error of the same kind, with upstream's text where
   that text is what a user sees (:mod:`.error_kinds`, the one table). A runner may also answer an
   error as data (``{"error": {"kind", "message"}}``), compared like any value.
@@ -96,7 +97,7 @@ def judge(component: Component, case: Case) -> Verdict:
             return Verdict("error", "llamact raised, upstream answered", got)
         why = match_error(component.name, case.expected["error"], raised)
         return Verdict("equal", "", got) if why is None else Verdict("different", why, got)
-    why = first_difference(case.expected, got, component.ordered)
+    why = first_difference(case.expected, got, component.ordered, component.unordered)
     return Verdict("equal", "", got) if why is None else Verdict("different", why, got)
 
 

@@ -66,6 +66,18 @@ def test_ordered_keys_apply_under_the_named_top_level_keys_only() -> None:
     assert "$.parser" in (first_difference(expected, parser_order, ordered={"parser"}) or "")
 
 
+def test_paths_without_an_upstream_order_stay_unordered_inside_ordered_values() -> None:
+    # a PEG arena's rules come from a std::unordered_map: their order is a hash table's
+    expected = {"parser": {"parsers": [{"type": "a", "x": 1}], "rules": {"r1": 0, "r2": 1}, "root": 0}}
+    rules_swapped = {"parser": {"parsers": [{"type": "a", "x": 1}], "rules": {"r2": 1, "r1": 0}, "root": 0}}
+    assert same(expected, rules_swapped, ordered={"parser"}, unordered={"$.parser.rules"})
+    node_swapped = {"parser": {"parsers": [{"x": 1, "type": "a"}], "rules": {"r1": 0, "r2": 1}, "root": 0}}
+    assert not same(expected, node_swapped, ordered={"parser"}, unordered={"$.parser.rules"})
+    row = _score(lambda case: rules_swapped, _case(expected), ordered={"parser"},
+                 unordered=frozenset({"$.parser.rules"}))
+    assert row.equal == 1
+
+
 # -- errors ---------------------------------------------------------------------------------------------
 
 
@@ -201,6 +213,10 @@ def test_known_differences_are_recognised_precisely() -> None:
     hinted = located.replace("Jinja Exception: no", "Callee is not a function: got Undefined (hint: 'items')")
     assert known_difference("template_jinja", _error("runtime_error", hinted),
                             _raised("Callee is not a function: got Undefined")) == "jinja-error-hint"
+    wrapped = "Unable to generate parser for this template. Automatic parser generation failed: " + located
+    assert known_difference("chat_apply", _error("invalid_argument", wrapped), _raised(
+        "Unable to generate parser for this template. Automatic parser generation failed: Jinja Exception: no")) \
+        == "jinja-error-location"
     # another inner message, another component, or an answer instead of an error: not known
     assert known_difference("template_jinja", _error("exception", located), _raised("Jinja Exception: yes")) is None
     assert known_difference("json_schema", _error("exception", located), _raised("Jinja Exception: no")) is None
