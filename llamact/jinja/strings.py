@@ -24,7 +24,7 @@ from .callargs import (
     tojson,
 )
 from .errors import NotImplementedTemplateError, TemplateError
-from .values import as_bool, as_string, is_int, is_number, is_undefined, utf8_len
+from .values import as_bool, as_string, is_int, is_number, is_undefined, type_name, utf8_len
 
 
 def _ascii_map(s: str, fn: Callable[[str], str]) -> str:
@@ -109,9 +109,13 @@ def _replace(v: Any, old: Any = UNDEF, new: Any = UNDEF, count: Any = UNDEF) -> 
     return v.replace(old, new)
 
 
-def _format(v: Any, *args: Any) -> str:
+_KWARG = object()  # a keyword argument, which upstream passes on as a positional KwArg value
+
+
+def _format(v: Any, *args: Any, **kwargs: Any) -> str:
     if not isinstance(v, str):
         raise TemplateError("format() first argument must be a string")
+    values = (*args, *(_KWARG for _ in kwargs))
     out, i, k = [], 0, 0
     while i < len(v):
         c = v[i]
@@ -121,7 +125,10 @@ def _format(v: Any, *args: Any) -> str:
             continue
         if i + 1 >= len(v) or v[i + 1] != "}":
             raise NotImplementedTemplateError("format() only supports simple '{}' placeholders")
-        out.append(as_string(pos(args, k, "format")))
+        value = pos(values, k, "format")
+        if value is _KWARG or is_undefined(value):  # upstream's as_string() refuses these two
+            raise TemplateError(f"{'KwArg' if value is _KWARG else type_name(value)} is not a string value")
+        out.append(as_string(value))
         k += 1
         i += 2
     return "".join(out)

@@ -26,18 +26,16 @@ KNOWN_DIFFERENCES = {
         "('\\n------------\\nWhile executing <Node> at line L, column C in source:\\n<excerpt>\\n<caret>\\n"
         "Error: <message>'); llamact's message is <message> alone"),
     "jinja-error-hint": (
-        "llamact/jinja: for a call of an undefined value upstream appends \" (hint: '<name>')\" to "
-        "'Callee is not a function: got Undefined' and to 'Unknown (built-in) filter ... for type Undefined'"),
+        "llamact/jinja: upstream's name for an undefined value's type carries the name that was looked up "
+        "(\"Undefined (hint: '<name>')\", e.g. in 'Callee is not a function: got Undefined (hint: ...)'); "
+        "llamact's says 'Undefined'"),
     "jinja-syntax-error-text": (
         "llamact/jinja: a template that does not compile fails on both sides, but llamact's message is "
         "jinja2's ('tag name expected', 'unexpected character in number: 1e3') where upstream's lexer and "
         "parser say their own ('Unknown statement', 'parser: Parser Error: Expected }} (Got e3)...')"),
-    "jinja-format-named-fields": (
-        "llamact/jinja (strings.py / methods.py): str.format() with named fields reports Python's TypeError "
-        "instead of upstream's \"NotImplemented: format() only supports simple '{}' placeholders\""),
 }
 
-_HINT = re.compile(r" \(hint: '[^']*'\)\Z")
+_HINT = re.compile(r"(?<=Undefined) \(hint: '[^']*'\)")
 _PREAMBLE = re.compile(r"\n------------\nWhile executing .*?\nError: ", re.S)
 _TEMPLATE_COMPONENTS = ("jinja", "template_jinja", "caps", "template_render", "chat_apply")
 
@@ -53,9 +51,6 @@ def known_difference(component: str, expected: Json, got: Json) -> str | None:
     if got["raised"].get("exception") == "JinjaSyntaxError" and expected["error"].get("kind") == "runtime_error" \
             and "\nWhile executing " not in message:
         return "jinja-syntax-error-text"
-    if message == "NotImplemented: format() only supports simple '{}' placeholders" \
-            and text.startswith("format: invalid arguments for type String"):
-        return "jinja-format-named-fields"
     # the preamble may also sit inside a message that wraps the template's error ("Unable to
     # generate parser for this template. Automatic parser generation failed: <preamble>Error: ...")
     inner = _PREAMBLE.sub("", message)

@@ -18,9 +18,8 @@ pytestmark = pytest.mark.parity
 
 LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
 
-# Known differences, in llamact.jinja (reported; not the parity layer's to fix): llamact reports the
-# Python TypeError of its format() instead of upstream's NotImplemented message.
-KNOWN = {"string.format() named fields"}
+# Known differences, in llamact.jinja (reported; not the parity layer's to fix): none left.
+KNOWN: set[str] = set()
 
 
 def test_vectors_upstream_refuses_fail_with_upstreams_error(oracle: OracleClient) -> None:
@@ -85,7 +84,18 @@ TYPE_CHECKED = [
     ("{{ [1, 2, 3][x:2] }}", {}),
     ("{{ 'abc'[y:] }}", {}),
     ("{{ [1, 2, 3]['a':2] }}", {}),
+    ("{{ '{}'.format(K) }}", {}),
+    ("{{ '{}'.format(a=1) }}", {}),
+    ("{{ '{} {}'.format(1, a=2) }}", {}),
 ]
+
+
+@pytest.mark.parametrize("template", ["{{ 'x'.format(a=2) }}", "{{ '{}'.format(none) }}",
+                                      "{{ '{} {}'.format(1, [1]) }}"])
+def test_format_renders_as_upstream(oracle: OracleClient, template: str) -> None:
+    expected = oracle.request("jinja_render", template=template, context={})
+    assert not isinstance(expected, OracleError), expected
+    assert render(template, {}, now=ORACLE_NOW) == expected
 
 
 @pytest.mark.parametrize("template,context", TYPE_CHECKED, ids=[t for t, _ in TYPE_CHECKED])

@@ -227,5 +227,7 @@ def test_known_differences_are_recognised_precisely() -> None:
     assert known_difference("caps", _error("runtime_error", "Unknown statement"), syntax) == "jinja-syntax-error-text"
     assert known_difference("caps", _error("runtime_error", "Unknown statement"),
                             _raised("tag name expected")) is None  # a runtime error is not a syntax error
-    assert set(KNOWN_DIFFERENCES) == {"jinja-error-location", "jinja-error-hint", "jinja-syntax-error-text",
-                                      "jinja-format-named-fields"}
+    inside = located.replace("Jinja Exception: no", "Undefined (hint: 'K') is not a string value")
+    assert known_difference("template_jinja", _error("exception", inside),
+                            _raised("Undefined is not a string value")) == "jinja-error-hint"
+    assert set(KNOWN_DIFFERENCES) == {"jinja-error-location", "jinja-error-hint", "jinja-syntax-error-text"}
