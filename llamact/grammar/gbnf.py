@@ -22,7 +22,9 @@ Invariants (upstream's semantics, kept exactly; the tests hold llama.cpp to them
 * ``[]`` and ``[^]`` match the empty string (upstream emits nothing for them).
 * A ``{m,n}`` with n > 2000 is unbounded, as upstream's parser makes it.
 * ``[z-a]`` is rejected here; llama.cpp accepts it as a class that matches nothing (deliberately
-  stricter). ``{3,2}`` is rejected here; llama.cpp would loop ~2**64 times on it.
+  stricter). ``{3,2}`` is rejected here; llama.cpp would loop ~2**64 times on it. A root that is
+  only referenced, never defined (``r ::= root{0}``), is rejected here; llama.cpp's check finds the
+  symbol and its grammar set-up then indexes past its rules.
 """
 
 from __future__ import annotations

@@ -183,6 +183,8 @@ def test_saved_finding_replays(ctx: FuzzContext, entry: Any) -> None:
     judged = evaluate(target, entry["input"])
     if "known" in entry:
         assert (judged.outcome, judged.label) == ("known", entry["known"]), judged
+    elif "deviation" in entry:
+        assert judged.outcome == "deviation", judged
     else:
         assert judged.outcome == "equal", (judged.verdict.why if judged.verdict else judged.outcome)
 

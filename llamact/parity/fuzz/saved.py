@@ -4,7 +4,8 @@ Each entry: ``{"target", "input", "outcome", "why", "seed", "index", "known"?}``
 (replayable without any generator), what happened when it was found (``different`` / ``error`` /
 ``crash``) and why, where it came from, and, for a difference already reported and not fixed
 here, its label in known_differences.py; or, for a real difference diagnosed and reported whose
-fix belongs elsewhere, ``"open"``: the diagnosis. tests/parity/test_fuzz.py replays every entry: it
+fix belongs elsewhere, ``"open"``: the diagnosis; or ``"deviation"``: llamact differs on purpose
+(documented where it does), which the replay confirms. tests/parity/test_fuzz.py replays every entry: it
 must now be equal, still be exactly its known difference, or (open) still differ.
 """
 

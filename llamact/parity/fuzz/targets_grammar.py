@@ -5,12 +5,13 @@ through llamact's Lark front end against llama.cpp's own grammar parser (``gbnf`
 llamact's, byte for byte, errors by the scoreboard's table.
 
 ``gbnf``: input ``{"grammar": text}``; the answer compared is ``{"accepted": bool}``: llama.cpp's
-``llama_grammar_parser`` parses the text and it defines ``root`` (what ``llama_grammar_init_impl``
-checks before building stacks), against ``parse_gbnf(text)`` raising or not. Where llamact is
-deliberately stricter (gbnf.py's docstring: a range ``[z-a]`` whose start is above its end, a NUL
-character) the case is a deviation. Never sent: grammars with ``{m,n}``, m > n (upstream's parser
-would loop about 2**64 times), and grammars llamact accepts that hold a ``<text>`` token reference
-(only a vocabulary can say whether it names a single token; llamact's front end has none).
+``llama_grammar_parser`` parses the text and it has a ``root`` symbol (what
+``llama_grammar_init_impl`` checks before building stacks), against ``parse_gbnf(text)`` raising or
+not. Where llamact is deliberately stricter (gbnf.py's docstring: a range ``[z-a]`` whose start is
+above its end, a NUL character, a ``root`` that is referenced but never defined) the case is a
+deviation. Never sent: grammars with ``{m,n}``, m > n (upstream's parser would loop about 2**64
+times), and grammars llamact accepts that hold a ``<text>`` token reference (only a vocabulary can
+say whether it names a single token; llamact's front end has none).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class GbnfTarget(Target):
         if expected != {"accepted": True} or got != {"accepted": False}:
             return False
         reason = _refusal(str(inp.get("grammar", ""))) or ""
-        return "NUL character" in reason or ("character range start" in reason and "is above its end" in reason)
+        return "NUL character" in reason or ("character range start" in reason and "is above its end" in reason) \
+            or "has no 'root' rule" in reason
 
 
 def _has_text_token(text: str) -> bool:
