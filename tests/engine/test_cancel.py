@@ -33,16 +33,15 @@ def test_cancel_during_prompt_ends_the_stream_as_cancelled(engine: LlamaEngine) 
     assert len(prompt) > 1000
     stream = engine.generate(prompt, GenerationParams(greedy=True, max_tokens=8))
     canceller = _after(0.2, engine.cancel)
-    started = time.perf_counter()
     chunks = list(stream)
-    elapsed = time.perf_counter() - started
     canceller.join()
+    kept = engine.context.memory_seq_pos_max(0)  # the last prompt position the KV cache holds
     assert chunks[-1].stop_reason is StopReason.CANCELLED
     assert all(c.token is None for c in chunks)  # nothing was generated
     # the engine is usable again, and an uncancelled run of the same prompt completes
     result = engine.complete(prompt, GenerationParams(greedy=True, max_tokens=4))
     assert result.stop_reason is StopReason.MAX_TOKENS and len(result.tokens) == 4
-    assert result.timings.prompt_ms / 1000 > elapsed / 2, "the cancelled decode did not stop early"
+    assert kept < len(prompt) - 1, "the cancelled decode did not stop early"
 
 
 def test_cancel_between_tokens(engine: LlamaEngine) -> None:
