@@ -64,7 +64,9 @@ class LlamaEngine:
     """Loads a GGUF model and generates from it. Use as a context manager, or call ``close()``.
 
     One generation runs at a time per engine (a second concurrent one raises LlamaStateException);
-    use one engine per thread for parallel work.
+    use one engine per thread for parallel work. Any thread may call ``cancel()`` or ``close()`` at
+    any time: a generation in progress ends (``StopReason.CANCELLED``, or LlamaStateException once
+    the engine is closed), and native memory is freed only after the native call using it returned.
     """
 
     def __init__(self, model: Model, context: Context, params: ModelParams) -> None:
@@ -115,6 +117,9 @@ class LlamaEngine:
         return self.model.closed
 
     def close(self) -> None:
+        """Free the model and its context. A generation running in another thread is cancelled
+        first; this waits for its native step to return (one token, or the rest of a batch)."""
+        self.context.request_abort()  # before the model closes the chain, which waits for the step
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -125,9 +130,10 @@ class LlamaEngine:
 
     def cancel(self) -> None:
         """Stop the generation in progress, from any thread: the running decode returns early and
-        the stream ends with ``StopReason.CANCELLED``. Does nothing when idle."""
-        if not self.closed:
-            self.context.request_abort()
+        the stream ends with ``StopReason.CANCELLED``. A generation requested (``generate()``)
+        but not started yet is cancelled before its first decode. Does nothing when idle: the next
+        ``generate()`` starts afresh."""
+        self.context.request_abort()
 
     # -- tokens ----------------------------------------------------------------------------
 
@@ -152,6 +158,9 @@ class LlamaEngine:
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         if not self._busy.acquire(blocking=False):
             raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        # A new generation is requested: a cancel() from before now (idle, or for the previous
+        # one) must not end it; one from now on must, even before the stream's first next().
+        self.context.clear_abort()
         try:
             sampler = SamplerChain(self.model, sampler_specs(params))
         except BaseException:
