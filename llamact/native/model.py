@@ -16,6 +16,7 @@ from ..errors import LlamaInferenceException, LlamaModelException
 from . import llama_h, log
 from ._handle import NativeHandle
 from ._library import native
+from .shim import ErrorBuffer
 from .text import c_string, utf8
 
 GGUF_MAGIC = b"GGUF"
@@ -127,6 +128,12 @@ class Model(NativeHandle):
         params.progress_callback = c_callback
         params.progress_callback_user_data = None
 
+        err = ErrorBuffer()
+        if lib.shim.llamact_gguf_tensor_problem(os.fsencode(self.path), *err.args):
+            raise LlamaModelException(
+                f"{self.path} is damaged: {err.message}. Compare its size and checksum with the source.",
+                {"path": str(self.path)},
+            )
         position = log.mark()
         ptr = lib.llama.llama_model_load_from_file(os.fsencode(self.path), params)
         if callback_error:

@@ -29,6 +29,7 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
         ],
         llama_h.llama_sampler_p,
     ),
+    "llamact_gguf_tensor_problem": ([ctypes.c_char_p, *_ERR], ctypes.c_int32),
     "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, ctypes.c_void_p, *_ERR], ctypes.c_int32),
     "llamact_abort_init": ([ctypes.c_void_p], None),
     "llamact_abort_request": ([ctypes.c_void_p], None),

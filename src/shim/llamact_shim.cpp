@@ -7,6 +7,8 @@
 // Python raises a LlamaException instead. No behaviour is added: success paths call straight through,
 // except that decoding honours llamact's atomic abort flag (below).
 
+#include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
 #include <atomic>
@@ -117,6 +119,59 @@ LLAMACT_SHIM_API struct llama_sampler * llamact_sampler_init_grammar_lazy_patter
                   return llama_sampler_init_grammar_lazy_patterns(vocab, grammar_str, grammar_root, trigger_patterns,
                                                                   num_trigger_patterns, trigger_tokens,
                                                                   num_trigger_tokens);)
+}
+
+// ------------------------------------------------------------------------------------------------
+// A check of a GGUF file that llama.cpp does not make before loading it.
+//
+// Norm weights and biases enter elementwise operations (ggml_mul, ggml_add) with the F32
+// activations, and ggml's CPU kernels have no F32 x F16 (or quantized) form of those: a file whose
+// norm or bias tensor has another type loads, then aborts the process at the first decode
+// (binary_op: unsupported types). Upstream's converter always writes 1-D tensors and norms as F32
+// ("most of the codebase that takes in 1D tensors or norms only handles F32"), and
+// llama-quantize never quantizes 1-D tensors, so such a type means a damaged file.
+//
+// Returns 1 with `err` set when the file has such a tensor; 0 otherwise, also when gguf cannot
+// read the file at all (llama.cpp's own load then says why).
+
+namespace {
+
+bool ends_with(const char * text, const char * suffix) {
+    const size_t n = std::strlen(text);
+    const size_t m = std::strlen(suffix);
+    return n >= m && std::memcmp(text + n - m, suffix, m) == 0;
+}
+
+}  // namespace
+
+LLAMACT_SHIM_API int32_t llamact_gguf_tensor_problem(const char * path, char * err, size_t err_size) {
+    try {
+        gguf_init_params params = { /* no_alloc = */ true, /* ctx = */ nullptr };
+        gguf_context * gguf = gguf_init_from_file(path, params);
+        if (gguf == nullptr) {
+            return 0;
+        }
+        int32_t found = 0;
+        for (int64_t i = 0; i < gguf_get_n_tensors(gguf) && found == 0; ++i) {
+            const char *          name = gguf_get_tensor_name(gguf, i);
+            const int64_t *       ne   = gguf_get_tensor_ne(gguf, i);
+            const enum ggml_type  type = gguf_get_tensor_type(gguf, i);
+            const bool one_dim = ne[1] == 1 && ne[2] == 1 && ne[3] == 1;
+            const bool elementwise = ends_with(name, "norm.weight") || ends_with(name, ".bias");
+            if (one_dim && elementwise && type != GGML_TYPE_F32) {
+                const char * type_name = ggml_type_name(type);
+                std::snprintf(err, err_size,
+                              "tensor '%s' is a norm weight or bias stored as %s; llama.cpp computes those only "
+                              "in f32 (a GGUF writer never stores them otherwise)",
+                              name, type_name != nullptr ? type_name : "an unknown type");
+                found = 1;
+            }
+        }
+        gguf_free(gguf);
+        return found;
+    } catch (...) {
+        return 0;  // llama.cpp's own load reads the same header and reports the problem
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
