@@ -137,7 +137,7 @@ class LlamaEngine:
 
     # -- tokens ----------------------------------------------------------------------------
 
-    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return self.model.vocab.tokenize(text, add_special, parse_special)
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
@@ -148,14 +148,15 @@ class LlamaEngine:
 
     # -- generation --------------------------------------------------------------------------
 
-    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
-        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids).
+    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
+        """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
+        parsed; or token ids).
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
         is dropped unfinished releases it when collected.
         """
         params = params or GenerationParams()
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        tokens = self._prompt_tokens(prompt)
         if not self._busy.acquire(blocking=False):
             raise LlamaStateException("this engine is already generating; finish or close that stream first")
         # A new generation is requested: a cancel() from before now (idle, or for the previous
@@ -182,9 +183,15 @@ class LlamaEngine:
         self.context.memory_clear()  # each generation starts from an empty KV cache
         yield from loop
 
-    def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
+    def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
+        # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
+        if isinstance(prompt, (str, bytes, bytearray)):
+            return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
+        return list(prompt)
+
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
         """Generate to the end and return the whole result."""
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
         last: GenerationChunk | None = None

@@ -146,6 +146,13 @@ def test_batch_fields_must_be_integers(engine: LlamaEngine, bad: Any) -> None:
         assert batch.n_tokens == 0
 
 
+def test_a_bytes_prompt_is_text_not_token_ids(engine: LlamaEngine) -> None:
+    params = GenerationParams(greedy=True, max_tokens=3)
+    as_text = engine.complete("Hello", params)
+    assert engine.complete(b"Hello", params).prompt_tokens == as_text.prompt_tokens != list(b"Hello")
+    assert engine.complete(bytearray(b"Hello"), params).tokens == as_text.tokens
+
+
 def test_integer_like_token_ids_are_accepted(engine: LlamaEngine) -> None:
     numpy = pytest.importorskip("numpy")
     ids = engine.tokenize("Hello world", add_special=False)
