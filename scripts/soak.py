@@ -70,11 +70,13 @@ class Meter:
         self.baseline: tuple[int, int] | None = None
         self.last = (rss_bytes(), open_fds())
         self.peak_rss = self.last[0]
+        self.trace: list[tuple[int, float]] = []  # (iterations done, RSS in MB) at each sample
 
-    def sample(self, warm: bool) -> None:
+    def sample(self, warm: bool, done: int) -> None:
         gc.collect()
         self.last = (rss_bytes(), open_fds())
         self.peak_rss = max(self.peak_rss, self.last[0])
+        self.trace.append((done, round(self.last[0] / 2**20, 1)))
         if warm and self.baseline is None:
             self.baseline = self.last
 
@@ -87,12 +89,13 @@ class Meter:
             "rss_baseline_mb": round(base[0] / 2**20, 1), "rss_end_mb": round(self.last[0] / 2**20, 1),
             "rss_peak_mb": round(self.peak_rss / 2**20, 1), "rss_growth": round(rss_growth, 4),
             "fds_baseline": base[1], "fds_end": self.last[1], "fd_growth": round(fd_growth, 4),
-            "ok": rss_growth < GROWTH_LIMIT and fd_growth < GROWTH_LIMIT,
+            "ok": rss_growth < GROWTH_LIMIT and fd_growth < GROWTH_LIMIT, "rss_trace_mb": self.trace,
         }
         print(f"{name}: {done}/{wanted} in {seconds:.0f} s; RSS {result['rss_baseline_mb']} -> "
               f"{result['rss_end_mb']} MB ({rss_growth:+.2%}, peak {result['rss_peak_mb']} MB); "
               f"fds {base[1]} -> {self.last[1]} ({fd_growth:+.2%}); growth under {GROWTH_LIMIT:.0%}: "
               f"{'yes' if result['ok'] else 'NO'}")
+        print(f"  RSS (MB) by iterations done: {' '.join(f'{n}:{mb}' for n, mb in self.trace)}")
         return result
 
 
@@ -113,8 +116,8 @@ def cycles(args: argparse.Namespace) -> dict[str, Any]:
         del engine  # the other half: freed by dropping the last reference
         done += 1
         if done == warmup or done % max(1, n // 20) == 0:
-            meter.sample(warm=done >= warmup)
-    meter.sample(warm=True)
+            meter.sample(warm=done >= warmup, done=done)
+    meter.sample(warm=True, done=done)
     return meter.report("cycles", done, n, time.monotonic() - start)
 
 
@@ -144,8 +147,8 @@ def generations(args: argparse.Namespace) -> dict[str, Any]:
                 reasons[list(stream)[-1].stop_reason.value] += 1  # type: ignore[union-attr]
             done += 1
             if done == warmup or done % max(1, n // 20) == 0:
-                meter.sample(warm=done >= warmup)
-        meter.sample(warm=True)  # with the engine still loaded, as at the baseline
+                meter.sample(warm=done >= warmup, done=done)
+        meter.sample(warm=True, done=done)  # with the engine still loaded, as at the baseline
     result = meter.report("generations", done, n, time.monotonic() - start)
     result["stop_reasons"] = dict(reasons)
     print(f"  stop reasons: {dict(reasons)}")
