@@ -92,7 +92,10 @@ class TokenStepper:
         """Decode the previous token (none after prefill), then sample the next one: its id, with
         its bytes in ``piece``; or STEP_EOG, STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
-        with self._ctx_lock, self._chain_lock:
+        ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
+        ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
+        chain_lock.acquire()
+        try:  # (acquire/release by hand: half the cost of `with ctx_lock, chain_lock`)
             if self._context._ptr is None or self._sampler._ptr is None:
                 self._context.check_open()
                 self._sampler.check_open()
@@ -103,6 +106,9 @@ class TokenStepper:
                 return STEP_EOG
             n = self._piece_len.value
             self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
+        finally:
+            chain_lock.release()
+            ctx_lock.release()
         self._prev = token
         return token
 
