@@ -71,7 +71,9 @@ class LlamaEngine:
     """Loads a GGUF model and generates from it. Use as a context manager, or call ``close()``.
 
     One generation runs at a time per engine (a second concurrent one raises LlamaStateException);
-    use one engine per thread for parallel work.
+    use one engine per thread for parallel work. Any thread may call ``cancel()`` or ``close()`` at
+    any time: a generation in progress ends (``StopReason.CANCELLED``, or LlamaStateException once
+    the engine is closed), and native memory is freed only after the native call using it returned.
     """
 
     def __init__(self, model: Model, context: Context, params: ModelParams) -> None:
@@ -123,6 +125,9 @@ class LlamaEngine:
         return self.model.closed
 
     def close(self) -> None:
+        """Free the model and its context. A generation running in another thread is cancelled
+        first; this waits for its native step to return (one token, or the rest of a batch)."""
+        self.context.request_abort()  # before the model closes the chain, which waits for the step
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -133,13 +138,14 @@ class LlamaEngine:
 
     def cancel(self) -> None:
         """Stop the generation in progress, from any thread: the running decode returns early and
-        the stream ends with ``StopReason.CANCELLED``. Does nothing when idle."""
-        if not self.closed:
-            self.context.request_abort()
+        the stream ends with ``StopReason.CANCELLED``. A generation requested (``generate()``)
+        but not started yet is cancelled before its first decode. Does nothing when idle: the next
+        ``generate()`` starts afresh."""
+        self.context.request_abort()
 
     # -- tokens ----------------------------------------------------------------------------
 
-    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return self.model.vocab.tokenize(text, add_special, parse_special)
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
@@ -150,16 +156,20 @@ class LlamaEngine:
 
     # -- generation --------------------------------------------------------------------------
 
-    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
-        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids).
+    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
+        """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
+        parsed; or token ids).
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
         is dropped unfinished releases it when collected.
         """
         params = params or GenerationParams()
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        tokens = self._prompt_tokens(prompt)
         if not self._busy.acquire(blocking=False):
             raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        # A new generation is requested: a cancel() from before now (idle, or for the previous
+        # one) must not end it; one from now on must, even before the stream's first next().
+        self.context.clear_abort()
         try:
             sampler = SamplerChain(self.model, sampler_specs(params))
         except BaseException:
@@ -181,9 +191,15 @@ class LlamaEngine:
         self.context.memory_clear()  # each generation starts from an empty KV cache
         yield from loop
 
-    def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
+    def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
+        # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
+        if isinstance(prompt, (str, bytes, bytearray)):
+            return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
+        return list(prompt)
+
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
         """Generate to the end and return the whole result."""
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
         last: GenerationChunk | None = None

@@ -29,11 +29,16 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
         ],
         llama_h.llama_sampler_p,
     ),
-    "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, *_ERR], ctypes.c_int32),
+    "llamact_gguf_tensor_problem": ([ctypes.c_char_p, *_ERR], ctypes.c_int32),
+    "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, ctypes.c_void_p, *_ERR], ctypes.c_int32),
+    "llamact_abort_init": ([ctypes.c_void_p], None),
+    "llamact_abort_request": ([ctypes.c_void_p], None),
+    "llamact_abort_clear": ([ctypes.c_void_p], ctypes.c_int32),
     "llamact_abort_flag": ([ctypes.c_void_p], ctypes.c_bool),
     "llamact_step": (
         [
-            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, llama_h.llama_token,
+            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, ctypes.c_void_p,
+            llama_h.llama_token,
             ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
             *_ERR,

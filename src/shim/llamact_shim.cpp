@@ -4,14 +4,19 @@
 // trigger pattern, std::runtime_error when a grammar cannot accept a token). An exception that
 // reaches a ctypes frame cannot unwind it and ends the process in std::terminate. Each wrapper
 // here catches everything at the boundary and reports the message through an error buffer, so
-// Python raises a LlamaException instead. No behaviour is added: success paths call straight through.
+// Python raises a LlamaException instead. No behaviour is added: success paths call straight through,
+// except that decoding honours llamact's atomic abort flag (below).
 
+#include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #if defined(_WIN32)
 #    define LLAMACT_SHIM_API extern "C" __declspec(dllexport)
@@ -116,21 +121,132 @@ LLAMACT_SHIM_API struct llama_sampler * llamact_sampler_init_grammar_lazy_patter
                                                                   num_trigger_tokens);)
 }
 
-// Returns llama_decode's code, or INT32_MIN with `err` set.
-LLAMACT_SHIM_API int32_t llamact_decode(struct llama_context * ctx, struct llama_batch batch, char * err,
-                                        size_t err_size) {
-    LLAMACT_GUARD(err, err_size, INT32_MIN, return llama_decode(ctx, batch);)
+// ------------------------------------------------------------------------------------------------
+// A check of a GGUF file that llama.cpp does not make before loading it.
+//
+// Norm weights and biases enter elementwise operations (ggml_mul, ggml_add) with the F32
+// activations, and ggml's CPU kernels have no F32 x F16 (or quantized) form of those: a file whose
+// norm or bias tensor has another type loads, then aborts the process at the first decode
+// (binary_op: unsupported types). Upstream's converter always writes 1-D tensors and norms as F32
+// ("most of the codebase that takes in 1D tensors or norms only handles F32"), and
+// llama-quantize never quantizes 1-D tensors, so such a type means a damaged file.
+//
+// Returns 1 with `err` set when the file has such a tensor; 0 otherwise, also when gguf cannot
+// read the file at all (llama.cpp's own load then says why).
+
+namespace {
+
+bool ends_with(const char * text, const char * suffix) {
+    const size_t n = std::strlen(text);
+    const size_t m = std::strlen(suffix);
+    return n >= m && std::memcmp(text + n - m, suffix, m) == 0;
+}
+
+}  // namespace
+
+LLAMACT_SHIM_API int32_t llamact_gguf_tensor_problem(const char * path, char * err, size_t err_size) {
+    try {
+        gguf_init_params params = { /* no_alloc = */ true, /* ctx = */ nullptr };
+        gguf_context * gguf = gguf_init_from_file(path, params);
+        if (gguf == nullptr) {
+            return 0;
+        }
+        int32_t found = 0;
+        for (int64_t i = 0; i < gguf_get_n_tensors(gguf) && found == 0; ++i) {
+            const char *          name = gguf_get_tensor_name(gguf, i);
+            const int64_t *       ne   = gguf_get_tensor_ne(gguf, i);
+            const enum ggml_type  type = gguf_get_tensor_type(gguf, i);
+            const bool one_dim = ne[1] == 1 && ne[2] == 1 && ne[3] == 1;
+            const bool elementwise = ends_with(name, "norm.weight") || ends_with(name, ".bias");
+            if (one_dim && elementwise && type != GGML_TYPE_F32) {
+                const char * type_name = ggml_type_name(type);
+                std::snprintf(err, err_size,
+                              "tensor '%s' is a norm weight or bias stored as %s; llama.cpp computes those only "
+                              "in f32 (a GGUF writer never stores them otherwise)",
+                              name, type_name != nullptr ? type_name : "an unknown type");
+                found = 1;
+            }
+        }
+        gguf_free(gguf);
+        return found;
+    } catch (...) {
+        return 0;  // llama.cpp's own load reads the same header and reports the problem
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The abort flag: a std::atomic<int32_t> that lives in 4 bytes the caller allocates (Python owns
+// the memory, so a cancel from another thread can never write to freed memory) and that is only
+// ever touched through these functions. Non-zero = abort requested. A request is consumed by the
+// decode it aborts: one issued before a decode starts aborts that decode, before any work.
+
+namespace {
+
+using abort_flag_t = std::atomic<int32_t>;
+static_assert(sizeof(abort_flag_t) == sizeof(int32_t) && alignof(abort_flag_t) <= alignof(int32_t),
+              "the abort flag must fit the int32 the caller allocates");
+
+abort_flag_t * as_flag(void * data) {
+    return static_cast<abort_flag_t *>(data);
+}
+
+// Consume a pending request: true if one was there.
+bool take_abort(void * flag) {
+    if (flag == nullptr) {
+        return false;
+    }
+    abort_flag_t * f = as_flag(flag);  // a plain load first: the per-token check stays free of locked instructions
+    return f->load(std::memory_order_relaxed) != 0 && f->exchange(0, std::memory_order_acq_rel) != 0;
+}
+
+}  // namespace
+
+// Construct the flag (clear) in `flag`: 4 bytes, 4-aligned, owned by the caller.
+LLAMACT_SHIM_API void llamact_abort_init(void * flag) {
+    new (flag) abort_flag_t(0);
+}
+
+LLAMACT_SHIM_API void llamact_abort_request(void * flag) {
+    as_flag(flag)->store(1, std::memory_order_release);
+}
+
+// Forget a pending request; returns whether there was one.
+LLAMACT_SHIM_API int32_t llamact_abort_clear(void * flag) {
+    return take_abort(flag) ? 1 : 0;
+}
+
+// llama.cpp's abort callback, called by ggml after every graph node (hundreds of times a token):
+// a Python callback would take the GIL each time. A relaxed load is a plain load on every target.
+LLAMACT_SHIM_API bool llamact_abort_flag(void * data) {
+    return data != nullptr && as_flag(data)->load(std::memory_order_relaxed) != 0;
+}
+
+namespace {
+
+// llama_decode that honours and consumes the abort flag: 2 (aborted) without decoding when a
+// request is already pending, and a request that aborted the decode is consumed.
+int32_t decode_with_abort(llama_context * ctx, llama_batch batch, void * flag) {
+    if (take_abort(flag)) {
+        return 2;
+    }
+    const int32_t rc = llama_decode(ctx, batch);
+    if (rc == 2) {
+        take_abort(flag);
+    }
+    return rc;
+}
+
+}  // namespace
+
+// Returns llama_decode's code (2 = aborted through `abort_flag`, which may be NULL), or INT32_MIN
+// with `err` set.
+LLAMACT_SHIM_API int32_t llamact_decode(struct llama_context * ctx, struct llama_batch batch, void * abort_flag,
+                                        char * err, size_t err_size) {
+    LLAMACT_GUARD(err, err_size, INT32_MIN, return decode_with_abort(ctx, batch, abort_flag);)
 }
 
 // ------------------------------------------------------------------------------------------------
 // The per-token path, kept out of Python.
-
-// llama.cpp's abort callback, called by ggml after every graph node (hundreds of times a token):
-// a Python callback would take the GIL each time. This one reads a flag the caller owns (an int;
-// non-zero = abort), so requesting an abort is a plain store from any thread.
-LLAMACT_SHIM_API bool llamact_abort_flag(void * data) {
-    return data != nullptr && *static_cast<volatile int32_t *>(data) != 0;
-}
 
 // One generation step: decode `prev` (unless it is LLAMA_TOKEN_NULL: the prompt was just decoded),
 // then choose the next token, say whether it ends generation, and write its text piece. One call
@@ -140,22 +256,28 @@ LLAMACT_SHIM_API bool llamact_abort_flag(void * data) {
 // the first maximum as upstream's greedy sampler does, and lets the chain accept it: the same token
 // without building the full candidates array.
 //
+// `abort_flag` (may be NULL) is checked first, also when there is nothing to decode: a request
+// pending since the last step ends generation before any work, and is consumed.
+//
 // Returns the token; or LLAMA_TOKEN_NULL with `*decode_rc` = llama_decode's non-zero code (1 = no
 // room in the context, 2 = aborted), or with `err` set when an exception was caught.
 // `*piece_len` < 0 means the piece needs -len bytes.
 LLAMACT_SHIM_API llama_token llamact_step(struct llama_context * ctx, struct llama_sampler * chain,
-                                          const struct llama_vocab * vocab, llama_token prev, int32_t greedy_only,
-                                          int32_t render_special, char * piece, int32_t piece_cap,
-                                          int32_t * piece_len, int32_t * is_eog, int32_t * decode_rc, char * err,
-                                          size_t err_size) {
+                                          const struct llama_vocab * vocab, void * abort_flag, llama_token prev,
+                                          int32_t greedy_only, int32_t render_special, char * piece,
+                                          int32_t piece_cap, int32_t * piece_len, int32_t * is_eog,
+                                          int32_t * decode_rc, char * err, size_t err_size) {
     try {
         *decode_rc = 0;
         if (prev != LLAMA_TOKEN_NULL) {
-            const int32_t rc = llama_decode(ctx, llama_batch_get_one(&prev, 1));
+            const int32_t rc = decode_with_abort(ctx, llama_batch_get_one(&prev, 1), abort_flag);
             if (rc != 0) {
                 *decode_rc = rc;
                 return LLAMA_TOKEN_NULL;
             }
+        } else if (take_abort(abort_flag)) {  // nothing to decode: a pending request still ends it
+            *decode_rc = 2;
+            return LLAMA_TOKEN_NULL;
         }
         llama_token token = LLAMA_TOKEN_NULL;
         if (greedy_only) {
