@@ -40,13 +40,12 @@ def model(engine: LlamaEngine) -> Model:
 NUL, SURROGATE = "before\x00after", "before\ud800after"
 
 
-@pytest.mark.parametrize("text", [NUL, SURROGATE], ids=["nul", "surrogate"])
-def test_chat_messages(engine: LlamaEngine, text: str) -> None:
-    for message in ({"role": "user", "content": text}, {"role": text, "content": "hi"}):
-        with pytest.raises(LlamaInferenceException) as info:
-            engine.chat_prompt([message])
-        assert "message 0" in str(info.value)
-        assert ("NUL" if "\x00" in text else "surrogate") in str(info.value)
+def test_chat_messages(engine: LlamaEngine) -> None:
+    # The Jinja pipeline renders any text; a NUL is text like any other character (tokenized with
+    # its length), a lone surrogate is refused where the prompt is handed to llama.cpp.
+    assert NUL in engine.chat_prompt([{"role": "user", "content": NUL}])
+    with pytest.raises(LlamaInferenceException, match="surrogate"):
+        engine.chat([{"role": "user", "content": SURROGATE}])
 
 
 @pytest.mark.parametrize("text", [NUL, SURROGATE], ids=["nul", "surrogate"])
