@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from ..errors import LlamaContextException, LlamaInferenceException
 from ..native.context import Context
+from ..native.guided import GuidedSampler
 from ..native.sampler import SamplerChain
 from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .detokenizer import Utf8Stream
@@ -82,7 +83,7 @@ class GenerationResult:
 
 def generate(
     context: Context,
-    sampler: SamplerChain,
+    sampler: SamplerChain | GuidedSampler,
     prompt_tokens: Sequence[int],
     max_tokens: int = 256,
     stop: Sequence[str] = (),
