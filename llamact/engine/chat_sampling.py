@@ -98,20 +98,16 @@ class ChatSamplingPlan:
         return sampler_specs(replace(params, grammar=None, logit_bias=bias))
 
 
-def _vocab_of(source: Any) -> Vocab:
-    if isinstance(source, Vocab):
-        return source
+def _model_of(source: Any) -> Model:
+    """The model of a LlamaEngine, a Model or a Vocab (engine imports this module: no isinstance on it)."""
     model = source if isinstance(source, Model) else getattr(source, "model", None)
     if not isinstance(model, Model):
         raise TypeError(f"expected a LlamaEngine, Model or Vocab, got {type(source).__name__}")
-    return model.vocab
-
-
-def _model_of(source: Any) -> Model:
-    model = source if isinstance(source, Model) else getattr(source, "model", None)
-    if not isinstance(model, Model):
-        raise TypeError(f"expected a LlamaEngine or Model, got {type(source).__name__}")
     return model
+
+
+def _vocab_of(source: Any) -> Vocab:
+    return source if isinstance(source, Vocab) else _model_of(source).vocab
 
 
 def _tokens(vocab: Vocab, text: str) -> list[int]:
@@ -256,13 +252,14 @@ class ChatSampling:
         self.close()
 
 
-def chat_sampler_config(engine_or_model: Any, result: ChatTemplateResult, params: GenerationParams,
+def chat_sampler_config(engine_or_vocab: Any, result: ChatTemplateResult, params: GenerationParams,
                         thinking_budget_tokens: int | None = None, *, reasoning_budget_message: str = "",
                         reasoning_control: bool = False, grammar_first: bool = False) -> ChatSampling:
     """The sampler llama-server would build for this request (see the module docstring), built
-    natively for ``engine_or_model``'s model. ``grammar_first`` applies the grammar to every candidate
-    on every token (upstream's other mode, for comparison; the same tokens, slower)."""
-    model = _model_of(engine_or_model)
+    natively for the model of ``engine_or_vocab`` (a LlamaEngine, Model or Vocab). ``grammar_first``
+    applies the grammar to every candidate on every token (upstream's other mode, for comparison; the
+    same tokens, slower)."""
+    model = _model_of(engine_or_vocab)
     plan = chat_sampling_plan(model.vocab, result, params, thinking_budget_tokens,
                               reasoning_budget_message=reasoning_budget_message, reasoning_control=reasoning_control)
     try:
@@ -270,7 +267,7 @@ def chat_sampler_config(engine_or_model: Any, result: ChatTemplateResult, params
                                 prefill=plan.prefill_tokens, prefill_grammar=plan.prefill_grammar,
                                 preserved_tokens=plan.preserved_tokens, grammar_first=grammar_first)
     except LlamaInferenceException as exc:
-        if plan.prefill_grammar and "generation prompt" in exc.message:
+        if plan.prefill_grammar and "prefill" in exc.details:
             raise LlamaInferenceException(
                 f"the grammar of this request does not start with its generation prompt "
                 f"{result.generation_prompt!r} ({exc.message})", {"family": result.family, **exc.details},

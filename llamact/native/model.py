@@ -310,6 +310,11 @@ class Vocab:
         self._n_tokens = model._n_vocab
 
     @property
+    def model(self) -> Model:
+        """The model this vocabulary belongs to."""
+        return self._model
+
+    @property
     def ptr(self) -> int:
         """The native vocabulary; only safe to pass to C inside ``with vocab.pinned():``."""
         self._model.check_open()

@@ -43,7 +43,7 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "piece",
+        "_guided", "piece",
     )
 
     def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
@@ -53,7 +53,7 @@ class TokenStepper:
         self._context, self._sampler = context, sampler
         self._ctx_lock, self._chain_lock = context._close_lock, sampler._close_lock
         self._lib = context._lib
-        guided = isinstance(sampler, GuidedSampler)
+        guided = self._guided = isinstance(sampler, GuidedSampler)
         # a guided sampler (grammar and reasoning budget beside the chain) has its own step, which
         # knows whether its chain is greedy; a plain chain's step is told
         self._decode = shim_lib.llamact_decode
@@ -98,7 +98,8 @@ class TokenStepper:
 
     def step(self) -> int:
         """Decode the previous token (none after prefill), then sample the next one: its id, with
-        its bytes in ``piece``; or STEP_EOG, STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
+        its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
+        as text), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
         with self._ctx_lock, self._chain_lock:
             if self._context._ptr is None or self._sampler._ptr is None:
@@ -107,9 +108,13 @@ class TokenStepper:
             token = self._step(*self._head, self._prev, *self._tail)
             if token == LLAMA_TOKEN_NULL:
                 return self._stopped()
-            if self._eog.value:
-                return STEP_EOG
             n = self._piece_len.value
+            if self._eog.value:
+                # the guided step renders an end token's piece (non-empty when preserved or
+                # render_special, as llama-server appends it); the plain step leaves it empty
+                self.piece = b"" if not self._guided or n == 0 else (
+                    string_at(self._piece_buf, n) if n > 0 else self._big_piece(token, -n))
+                return STEP_EOG
             self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
         self._prev = token
         return token

@@ -321,7 +321,8 @@ LLAMACT_SHIM_API int32_t llamact_guide_preserved(void * p, llama_token token) {
 // llamact_step (llamact_shim.cpp) with a guide in place of a plain chain: decode `prev` (unless
 // LLAMA_TOKEN_NULL), sample and accept the next token as above, say whether it ends generation,
 // and write its piece (special tokens as text when `render_special`, preserved tokens always).
-// Same returns and out-parameters as llamact_step.
+// Same returns and out-parameters as llamact_step, except that an end-of-generation token's piece
+// is written as well (empty unless the token is rendered as text).
 LLAMACT_SHIM_API llama_token llamact_guided_step(llama_context * ctx, void * p, const llama_vocab * vocab,
                                                  void * abort_flag, llama_token prev, int32_t render_special,
                                                  char * piece, int32_t piece_cap, int32_t * piece_len,
@@ -346,7 +347,9 @@ LLAMACT_SHIM_API llama_token llamact_guided_step(llama_context * ctx, void * p, 
         }
         *is_eog = llama_vocab_is_eog(vocab, token) ? 1 : 0;
         const bool special = render_special != 0 || (!g->preserved.empty() && g->preserved[static_cast<size_t>(token)]);
-        *piece_len = *is_eog ? 0 : llama_token_to_piece(vocab, token, piece, piece_cap, 0, special);
+        // an end-of-generation token has its piece too (llama-server appends it to the text: a
+        // preserved end token such as <|eom_id|> is part of what the parser reads)
+        *piece_len = llama_token_to_piece(vocab, token, piece, piece_cap, 0, special);
         return token;
     } catch (const std::exception & e) {
         report(err, err_size, e.what());

@@ -206,6 +206,25 @@ def test_preserved_tokens_render_as_text(engine: LlamaEngine) -> None:
     assert "".join(c.text for c in special) == "<|im_start|>" * 3
 
 
+def test_a_preserved_end_token_ends_the_text_with_its_own(engine: LlamaEngine) -> None:
+    # llama-server appends the end token's piece to the text: "<|eom_id|>" when preserved, as
+    # Functionary v3.1's template does on Llama 3 (SmolLM2's end token stands in for it here)
+    (im_end,) = engine.tokenize("<|im_end|>", add_special=False, parse_special=True)
+    assert engine.model.vocab.is_eog(im_end)
+    base = engine.chat_template(MESSAGES)
+    params = GenerationParams(greedy=True, max_tokens=3, logit_bias={im_end: 100.0})
+    plain = run(engine, base, 3, params=params)
+    preserved = run(engine, replace(base, preserved_tokens=("<|im_end|>",)), 3, params=params)
+    special = run(engine, base, 3, params=replace(params, render_special=True))
+    for chunks in (plain, preserved, special):
+        assert chunks[-1].stop_reason is StopReason.EOG and tokens_of(chunks) == []
+    assert [c.text for c in plain] == [""]
+    assert [c.text for c in preserved] == [c.text for c in special] == ["<|im_end|>"]
+    stopped = run(engine, replace(base, preserved_tokens=("<|im_end|>",)), 3,
+                  params=replace(params, stop=("im_end",)))
+    assert [c.text for c in stopped] == ["<|"] and stopped[-1].stop_reason is StopReason.STOP_STRING
+
+
 def test_guided_sampler_refuses_tokens_its_grammar_does_not_admit(engine: LlamaEngine) -> None:
     from llamact.errors import LlamaInferenceException
     from llamact.native.sampler import Grammar

@@ -10,6 +10,7 @@ server's thread count: the CPU backend's numbers change with it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,19 @@ def test_reasoning_budget_with_tools_equals_llama_server(engine: LlamaEngine, se
     result = apply(engine, "Qwen-QwQ-32B", "auto")
     assert result.grammar_lazy and result.thinking_end_tags
     assert_same(engine, server, result, 5)
+
+
+@pytest.mark.parametrize("preserved", [(), ("<|im_end|>",)])
+def test_end_token_text_equals_llama_server(engine: LlamaEngine, server: LlamaServer,
+                                            preserved: tuple[str, ...]) -> None:
+    # the end token's own piece ends the text when it is preserved (SmolLM2's <|im_end|>, forced by a bias)
+    (im_end,) = engine.tokenize("<|im_end|>", add_special=False, parse_special=True)
+    result = replace(engine.chat_template(MESSAGES), preserved_tokens=preserved)
+    body = completion_body(result, n_predict=4) | {"logit_bias": [[im_end, 100.0]]}
+    answer = server.post("/completion", body)
+    params = GenerationParams(greedy=True, max_tokens=4, logit_bias={im_end: 100.0})
+    with chat_sampler_config(engine, result, params) as sampling:
+        prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
+        engine.context.memory_clear()
+        text = "".join(c.text for c in generate(engine.context, sampling.sampler, prompt, 4, sampling.stops))
+    assert text == answer["content"] == ("<|im_end|>" if preserved else "")
