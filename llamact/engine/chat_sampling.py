@@ -27,6 +27,21 @@ render as text. The steps, in upstream's order and with upstream's rules:
 
 Sampling itself (grammar checked after the chain, budget, preserved tokens as text) runs in C: see
 ``llamact/native/guided.py``. Raises ``LlamaInferenceException`` where llama-server answers an error.
+
+How a generation uses it (``create()``)::
+
+    result = engine.chat_template(messages, tools=..., ...)
+    sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens)   # per request
+    try:
+        prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
+        for chunk in generate(engine.context, sampling.sampler, prompt, params.max_tokens,
+                              sampling.stops, params.render_special):
+            ...   # chunk.text: preserved tokens already as text; feed result.output_parser()
+    finally:
+        sampling.close()
+
+``sampling.end_thought()`` (any thread) ends a thought early when the request asked for
+``reasoning_control`` or a budget.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_grammar_check_gives_grammar_first_tokens_gemma(gemma: LlamaEngine, name
     assert tokens_of(run(gemma, result, 32)) == tokens_of(run(gemma, result, 32, grammar_first=True))
 
 
-def test_sampled_chain_with_grammar_check_matches_grammar_first_in_distribution(engine: LlamaEngine) -> None:
+def test_sampled_chain_redraws_inside_the_grammar(engine: LlamaEngine) -> None:
     # with a seeded dist sampler, every emitted token still follows the grammar (a rejected draw is
     # redrawn among the grammar's candidates); the parse of the output is the named call
     result = apply(engine, "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", NAMED)

@@ -133,3 +133,26 @@ def test_end_token_text_equals_llama_server(engine: LlamaEngine, server: LlamaSe
         engine.context.memory_clear()
         text = "".join(c.text for c in generate(engine.context, sampling.sampler, prompt, 4, sampling.stops))
     assert text == answer["content"] == ("<|im_end|>" if preserved else "")
+
+
+SEEDED_CASES = [("NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "named", 7), ("Qwen-QwQ-32B", "auto", 123),
+                ("mistralai-Mistral-Nemo-Instruct-2407", "required", 7)]
+
+
+@pytest.mark.parametrize(("name", "choice", "seed"), SEEDED_CASES, ids=[f"{n}-{c}" for n, c, _ in SEEDED_CASES])
+def test_seeded_sampling_equals_llama_server(engine: LlamaEngine, server: LlamaServer, name: str, choice: str,
+                                            seed: int) -> None:
+    # upstream's whole default chain (penalties ... top-k, top-p, min-p, temperature, dist) with a seed:
+    # a refused draw is redrawn after the grammar pass, the random state moving twice, as upstream's
+    result = apply(engine, name, choice)
+    body = completion_body(result, n_predict=N_PREDICT, thinking_budget_tokens=6) | {"seed": seed, "temperature": 0.9}
+    answer = server_sampling(server.post("/completion", body))
+    params = GenerationParams(max_tokens=N_PREDICT, seed=seed, temperature=0.9)
+    with chat_sampler_config(engine, result, params, 6) as sampling:
+        prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
+        engine.context.memory_clear()
+        chunks = list(generate(engine.context, sampling.sampler, prompt, N_PREDICT, sampling.stops))
+        refused = sampling.sampler.stats.refused
+    assert [c.token for c in chunks if c.token is not None] == list(answer.tokens), answer.content
+    if choice == "named":
+        assert refused > 0  # the redraw path ran
