@@ -101,7 +101,10 @@ class TokenStepper:
         its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
         as text), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
-        with self._ctx_lock, self._chain_lock:
+        ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
+        ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
+        chain_lock.acquire()
+        try:  # (acquire/release by hand: half the cost of `with ctx_lock, chain_lock`)
             if self._context._ptr is None or self._sampler._ptr is None:
                 self._context.check_open()
                 self._sampler.check_open()
@@ -116,6 +119,9 @@ class TokenStepper:
                     string_at(self._piece_buf, n) if n > 0 else self._big_piece(token, -n))
                 return STEP_EOG
             self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
+        finally:
+            chain_lock.release()
+            ctx_lock.release()
         self._prev = token
         return token
 
