@@ -240,3 +240,23 @@ def test_guided_sampler_refuses_tokens_its_grammar_does_not_admit(engine: LlamaE
         (yes,) = engine.tokenize("yes", add_special=False)
         sampler.accept(yes)
         sampler.accept(eos)
+
+
+def test_engine_generate_with_a_chat_sampling(engine: LlamaEngine) -> None:
+    # what create() does: the request's sampler and stops in place of GenerationParams' chain and stop
+    from llamact.errors import LlamaStateException
+
+    result = apply(engine, "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", NAMED)
+    params = GenerationParams(greedy=True, max_tokens=80, stop=("never",))
+    prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
+    sampling = chat_sampler_config(engine, result, params)
+    stream = engine.generate(prompt, params, sampling=sampling)
+    other = chat_sampler_config(engine, result, params)
+    with pytest.raises(LlamaStateException, match="already generating"):
+        engine.generate(prompt, params, sampling=other)
+    assert other.sampler.closed  # handed over, so closed with the refused call
+    text = "".join(chunk.text for chunk in stream)
+    assert sampling.sampler.closed  # closed with the stream
+    message = result.output_parser().parse(text, is_partial=False)
+    assert [call.name for call in message.tool_calls] == ["get_weather"]
+    assert text == "".join(c.text for c in run(engine, result, 80))
