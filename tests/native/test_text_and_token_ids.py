@@ -52,7 +52,9 @@ def test_a_lone_surrogate_in_chat_messages_is_a_typed_error(engine: LlamaEngine)
 
 
 def test_a_lone_surrogate_in_a_chat_template_is_a_typed_error(engine: LlamaEngine) -> None:
-    with pytest.raises(LlamaInferenceException):
+    from llamact.jinja import JinjaSyntaxError
+
+    with pytest.raises(JinjaSyntaxError, match="lone surrogate"):
         engine.chat_template([{"role": "user", "content": "hi"}], custom_template="{{ 'x' }}" + "\ud800")
 
 
