@@ -13,8 +13,9 @@ Both must give the same tokens (checked). Reported per case: decode tokens/s bot
 and thread CPU time; llamact runs one thread, so CPU time is what this loop cost, whatever the
 neighbours did), their ratio, and the sampling cost alone per token (``GuidedSampler.sample`` timed
 on its own, the decodes between samples untimed, replaying the same tokens). Repetitions are
-interleaved (check, first, check, ...); medians. A first line compares a generation without grammar
-through a plain ``SamplerChain`` and through the guided sampler (the same cost is expected).
+interleaved (check, first, check, ...); medians. A first line compares the per-token step without
+grammar through a plain ``SamplerChain`` and through the guided sampler (the same cost is expected),
+without the decode.
 
     cd /tmp && python /path/to/scripts/bench/bench_guided.py [--tokens 64] [--reps 3] [--model gemma3]
 """
@@ -31,7 +32,9 @@ from llamact import GenerationParams, LlamaEngine, ModelParams
 from llamact.engine.chat_sampling import chat_sampler_config
 from llamact.engine.generator import generate
 from llamact.native.context import Batch
+from llamact.native.llama_h import LLAMA_TOKEN_NULL
 from llamact.native.sampler import Greedy, SamplerChain
+from llamact.native.stepper import TokenStepper
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -71,29 +74,32 @@ def run_once(engine: LlamaEngine, result: Any, n: int, grammar_first: bool) -> t
     return tokens, steps / wall, steps / cpu
 
 
-def plain_vs_guided(engine: LlamaEngine, n: int, reps: int) -> None:
-    """The same greedy generation (SmolLM2's own template, no tools: no grammar) through a plain
-    SamplerChain and through the GuidedSampler create() uses: the guided step must cost the same."""
+def plain_vs_guided(engine: LlamaEngine, reps: int, steps: int = 2000) -> None:
+    """The per-token step without grammar (SmolLM2's own template, no tools) through a plain
+    SamplerChain and through the GuidedSampler create() uses: the guided step must cost the same.
+    Measured without the decode (the step is asked again with no previous token to decode: argmax,
+    accept, end-of-generation check, piece, Python), in thread CPU time, so that the few µs of the
+    step are not lost in the decode's ms and the neighbours' noise."""
     result = engine.chat_template(MESSAGES)
     prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
-    rates: dict[str, list[tuple[float, float]]] = {"plain": [], "guided": []}
+    sampling = chat_sampler_config(engine, result, GenerationParams(greedy=True))
+    plain = SamplerChain(engine.model, [Greedy()])
+    steppers = {"plain": TokenStepper(engine.context, plain), "guided": TokenStepper(engine.context, sampling.sampler)}
+    engine.context.memory_clear()
+    steppers["plain"].prefill(prompt)
+    costs: dict[str, list[float]] = {"plain": [], "guided": []}
     for _ in range(reps):
-        for mode in rates:
-            sampling = chat_sampler_config(engine, result, GenerationParams(greedy=True))
-            sampler: Any = SamplerChain(engine.model, [Greedy()]) if mode == "plain" else sampling.sampler
-            engine.context.memory_clear()
-            stream = generate(engine.context, sampler, prompt, n, ())
-            next(stream)
-            w0, c0, count = time.perf_counter(), time.thread_time(), 0
-            for chunk in stream:
-                count += chunk.token is not None
-            rates[mode].append((count / (time.perf_counter() - w0), count / (time.thread_time() - c0)))
-            sampler.close()
-            sampling.close()
-    med = {m: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for m, v in rates.items()}
-    (plain_wall, plain_cpu), (guided_wall, guided_cpu) = med["plain"], med["guided"]
-    print(f"no grammar: plain chain {plain_wall:.1f} t/s ({plain_cpu:.1f} cpu), guided {guided_wall:.1f} t/s "
-          f"({guided_cpu:.1f} cpu): guided/plain {guided_wall / plain_wall:.3f} wall, {guided_cpu / plain_cpu:.3f} cpu")
+        for mode, stepper in steppers.items():
+            t0 = time.thread_time()
+            for _ in range(steps):
+                stepper._prev = LLAMA_TOKEN_NULL  # nothing to decode: the step samples the same logits
+                stepper.step()
+            costs[mode].append((time.thread_time() - t0) / steps * 1e6)
+    plain.close()
+    sampling.close()
+    us = {mode: statistics.median(values) for mode, values in costs.items()}
+    print(f"step without decode, no grammar: plain chain {us['plain']:.1f} µs, guided {us['guided']:.1f} µs "
+          f"(guided/plain {us['guided'] / us['plain']:.3f})")
 
 
 def sampling_only(engine: LlamaEngine, result: Any, tokens: list[int], grammar_first: bool) -> float:
@@ -128,7 +134,7 @@ def main() -> None:
     path = models.smollm2_path() if args.model == "smollm2" else models.gemma3_path()
     engine = LlamaEngine.load(path, ModelParams(n_ctx=4096, n_threads=1, n_threads_batch=1))
     print(f"model {path.name} | 1 thread | greedy | {args.tokens} tokens | medians of {args.reps} interleaved reps")
-    plain_vs_guided(engine, args.tokens, max(args.reps, 3))
+    plain_vs_guided(engine, max(args.reps, 5))
     print(f"{'case':58s} {'check t/s':>10s} {'first t/s':>10s} {'ratio':>6s} {'check cpu':>10s} {'first cpu':>10s}"
           f" {'ratio':>6s} {'sample µs check':>16s} {'first':>9s}")
     for name, choice in CASES:
