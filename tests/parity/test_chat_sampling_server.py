@@ -156,3 +156,18 @@ def test_seeded_sampling_equals_llama_server(engine: LlamaEngine, server: LlamaS
     assert [c.token for c in chunks if c.token is not None] == list(answer.tokens), answer.content
     if choice == "named":
         assert refused > 0  # the redraw path ran
+
+
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "place", "schema": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("name", [None, "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"])
+def test_response_format_sampling_equals_llama_server(engine: LlamaEngine, server: LlamaServer,
+                                                      name: str | None) -> None:
+    # a non-lazy output-format grammar, prefilled with the generation prompt (None: SmolLM2's own template)
+    source = (TEMPLATES / f"{name}.jinja").read_text() if name else None
+    result = engine.chat_template([{"role": "user", "content": "Where is the Eiffel tower? Reply in JSON."}],
+                                  response_format=RESPONSE_FORMAT, custom_template=source)
+    assert result.grammar and not result.grammar_lazy
+    assert_same(engine, server, result)
