@@ -17,6 +17,7 @@ from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
+from .chat_sampling import ChatSampling
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
@@ -156,32 +157,43 @@ class LlamaEngine:
 
     # -- generation --------------------------------------------------------------------------
 
-    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
+    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
+                 sampling: ChatSampling | None = None) -> GenerationStream:
         """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
         parsed; or token ids).
+
+        ``sampling`` (from ``chat_sampler_config``) is a chat request's sampler -- its grammar, reasoning
+        budget and preserved tokens -- and stop strings, used in place of ``params``' chain and
+        ``params.stop``; the stream closes it when it ends (also when this call raises).
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
         is dropped unfinished releases it when collected.
         """
         params = params or GenerationParams()
-        tokens = self._prompt_tokens(prompt)
-        if not self._busy.acquire(blocking=False):
-            raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        try:
+            tokens = self._prompt_tokens(prompt)
+            if not self._busy.acquire(blocking=False):
+                raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        except BaseException:
+            if sampling is not None:
+                sampling.close()
+            raise
         # A new generation is requested: a cancel() from before now (idle, or for the previous
         # one) must not end it; one from now on must, even before the stream's first next().
         self.context.clear_abort()
         try:
-            sampler = SamplerChain(self.model, sampler_specs(params))
+            sampler = sampling.sampler if sampling is not None else SamplerChain(self.model, sampler_specs(params))
         except BaseException:
             self._busy.release()
             raise
+        stops = sampling.stops if sampling is not None else params.stop
 
         def release() -> None:
             sampler.close()
             self._busy.release()
 
         try:
-            loop = generate(self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special)
+            loop = generate(self.context, sampler, tokens, params.max_tokens, stops, params.render_special)
         except BaseException:
             release()
             raise

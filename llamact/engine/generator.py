@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from ..errors import LlamaContextException, LlamaInferenceException
 from ..native.context import Context
+from ..native.guided import GuidedSampler
 from ..native.sampler import SamplerChain
 from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .detokenizer import Utf8Stream
@@ -82,7 +83,7 @@ class GenerationResult:
 
 def generate(
     context: Context,
-    sampler: SamplerChain,
+    sampler: SamplerChain | GuidedSampler,
     prompt_tokens: Sequence[int],
     max_tokens: int = 256,
     stop: Sequence[str] = (),
@@ -123,6 +124,7 @@ def _token_loop(
     feed_utf8, feed_stops = utf8.feed, stops.feed
     n_generated = 0
     limit = max_tokens if max_tokens >= 0 else n_ctx
+    end_text = ""  # an end token's own text, when it is rendered (a preserved token; render_special)
 
     try:
         if limit == 0 and reason is None:
@@ -131,6 +133,9 @@ def _token_loop(
             token = step()
             if token < 0:
                 reason = _STOPS[token]
+                if token == STEP_EOG and stepper.piece:
+                    end_text, stopped = feed_stops(feed_utf8(stepper.piece))
+                    reason = StopReason.STOP_STRING if stopped else reason
                 break
             if n_generated:  # each step after the first decoded the previous token
                 n_past += 1
@@ -145,7 +150,7 @@ def _token_loop(
                 reason = StopReason.CONTEXT_FULL
     except GeneratorExit:
         return
-    tail = "" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush()
+    tail = end_text + ("" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush())
     yield GenerationChunk(
         tail, None, reason, Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000),
         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,

@@ -310,6 +310,11 @@ class Vocab:
         self._n_tokens = model._n_vocab
 
     @property
+    def model(self) -> Model:
+        """The model this vocabulary belongs to."""
+        return self._model
+
+    @property
     def ptr(self) -> int:
         """The native vocabulary; only safe to pass to C inside ``with vocab.pinned():``."""
         self._model.check_open()
@@ -355,6 +360,14 @@ class Vocab:
     @property
     def add_eos(self) -> bool:
         return bool(self._call("llama_vocab_get_add_eos"))
+
+    def suppress_tokens(self) -> tuple[int, ...]:
+        """Tokens the model says never to generate (GGUF ``tokenizer.ggml.suppress_tokens``); upstream's
+        sampler bans them with a -inf logit bias."""
+        count = ctypes.c_int32(0)
+        with self._model.pinned():
+            ptr = self._lib.llama_vocab_get_suppress_tokens(self._vocab, ctypes.byref(count))
+            return tuple(ptr[i] for i in range(count.value)) if ptr and count.value > 0 else ()
 
     def token_ids(self, tokens: Iterable[object]) -> list[int]:
         """``tokens`` as a list of token ids of this vocabulary; raises LlamaInferenceException

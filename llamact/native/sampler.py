@@ -413,25 +413,47 @@ def _grammar_parse_error(vocab: int, grammar: bytes, root: bytes) -> str | None:
     return reason
 
 
+def validate_specs(specs: Sequence[SamplerSpec], n_vocab: int) -> tuple[SamplerSpec, ...]:
+    """Check every spec in Python (llama.cpp asserts, i.e. aborts, on some bad values)."""
+    if not specs:
+        raise LlamaInferenceException("a sampler chain needs at least one sampler (e.g. Greedy())")
+    for spec in specs:
+        if not isinstance(spec, SamplerSpec):
+            raise LlamaInferenceException(f"not a sampler spec: {spec!r}")
+        spec.validate(n_vocab)
+    return tuple(specs)
+
+
+def build_sampler(spec: SamplerSpec, lib: Any, vocab_ptr: int) -> int:
+    """One native sampler from a validated ``spec`` (the caller owns and frees it; the model must be
+    pinned). Raises LlamaInferenceException with llama.cpp's reason when it refuses."""
+    position = log.mark()
+    smpl = spec.build(lib, vocab_ptr)
+    if not smpl:
+        reasons = log.problems_since(position)
+        if isinstance(spec, Grammar) and any("failed to parse grammar" in r for r in reasons):
+            why = _grammar_parse_error(vocab_ptr, spec.grammar.encode(), spec.root.encode())
+            reasons = [why, *reasons] if why else reasons
+        raise LlamaInferenceException(
+            f"llama.cpp rejected the {type(spec).__name__} sampler: "
+            f"{'; '.join(reasons) if reasons else 'no reason given'}",
+            {"sampler": type(spec).__name__, "native_log": reasons},
+        )
+    return smpl
+
+
 class SamplerChain(NativeHandle):
     """A native sampler chain built from specs, applied in order."""
 
     _kind = "sampler chain"
 
     def __init__(self, model: Model, specs: Sequence[SamplerSpec], no_perf: bool = True) -> None:
-        if not specs:
-            raise LlamaInferenceException("a sampler chain needs at least one sampler (e.g. Greedy())")
-        vocab = model.vocab
-        n_vocab = vocab.n_tokens
-        for spec in specs:
-            if not isinstance(spec, SamplerSpec):
-                raise LlamaInferenceException(f"not a sampler spec: {spec!r}")
-            spec.validate(n_vocab)
+        n_vocab = model.vocab.n_tokens
+        self.specs = validate_specs(specs, n_vocab)
         lib = model._lib
         params = lib.llama_sampler_chain_default_params()
         params.no_perf = no_perf
         self.model = model
-        self.specs = tuple(specs)
         # Exactly one greedy sampler: the token loop may take the argmax itself (src/shim).
         self.greedy_only = len(self.specs) == 1 and isinstance(self.specs[0], Greedy)
         self._n_vocab = n_vocab
@@ -444,24 +466,12 @@ class SamplerChain(NativeHandle):
             self._lib = lib
             model._adopt(self)
             vocab_ptr = model._vocab_ptr
-            for spec in specs:
-                position = log.mark()
+            for spec in self.specs:
                 try:
-                    smpl = spec.build(lib, vocab_ptr)
+                    smpl = build_sampler(spec, lib, vocab_ptr)
                 except BaseException:
                     self.close()
                     raise
-                if not smpl:
-                    self.close()
-                    reasons = log.problems_since(position)
-                    if isinstance(spec, Grammar) and any("failed to parse grammar" in r for r in reasons):
-                        why = _grammar_parse_error(vocab_ptr, spec.grammar.encode(), spec.root.encode())
-                        reasons = [why, *reasons] if why else reasons
-                    raise LlamaInferenceException(
-                        f"llama.cpp rejected the {type(spec).__name__} sampler: "
-                        f"{'; '.join(reasons) if reasons else 'no reason given'}",
-                        {"sampler": type(spec).__name__, "native_log": reasons},
-                    )
                 lib.llama_sampler_chain_add(chain, smpl)
                 if isinstance(spec, Grammar):
                     self._grammars.append(smpl)

@@ -3,6 +3,8 @@
 ``TokenStepper(context, sampler)`` owns everything the per-token call takes, converted to ctypes
 once. ``prefill(tokens)`` decodes the prompt in batches of ``n_batch``; each ``step()`` decodes the
 previous token and samples the next (``llamact_step`` in src/shim), leaving its text in ``piece``.
+``sampler`` is a plain ``SamplerChain`` or a ``GuidedSampler`` (grammar and reasoning budget beside
+the chain), whose step is ``llamact_guided_step``.
 
 Thread safety: every native call runs with the context and the chain pinned (their locks held
 for the call only, never across calls). A ``close()`` from another thread (of the context, the
@@ -21,6 +23,7 @@ from ..errors import LlamaInferenceException
 from . import llama_h
 from ._library import native
 from .context import Context
+from .guided import GuidedSampler
 from .llama_h import LLAMA_TOKEN_NULL
 from .sampler import SamplerChain
 from .shim import ErrorBuffer
@@ -40,17 +43,21 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "piece",
+        "_guided", "piece",
     )
 
-    def __init__(self, context: Context, sampler: SamplerChain, render_special: bool = False) -> None:
+    def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
         shim_lib = native().shim
         with context.pinned() as ctx_ptr, sampler.pinned() as chain_ptr:
             vocab_ptr = context.model._vocab_ptr  # alive while the context is open
         self._context, self._sampler = context, sampler
         self._ctx_lock, self._chain_lock = context._close_lock, sampler._close_lock
         self._lib = context._lib
-        self._decode, self._step = shim_lib.llamact_decode, shim_lib.llamact_step
+        guided = self._guided = isinstance(sampler, GuidedSampler)
+        # a guided sampler (grammar and reasoning budget beside the chain) has its own step, which
+        # knows whether its chain is greedy; a plain chain's step is told
+        self._decode = shim_lib.llamact_decode
+        self._step = shim_lib.llamact_guided_step if guided else shim_lib.llamact_step
         self._err = ErrorBuffer()
         self._piece_buf = ctypes.create_string_buffer(_PIECE_CAP)
         self._piece_len, self._eog, self._decode_rc = ctypes.c_int32(0), ctypes.c_int32(0), ctypes.c_int32(0)
@@ -58,8 +65,9 @@ class TokenStepper:
         self._render_special = render_special
         abort = ctypes.c_void_p(context._abort_ptr)
         self._head = (ctypes.c_void_p(ctx_ptr), ctypes.c_void_p(chain_ptr), ctypes.c_void_p(vocab_ptr), abort)
+        greedy = () if guided else (ctypes.c_int32(int(sampler.greedy_only)),)
         self._tail = (
-            ctypes.c_int32(int(sampler.greedy_only)), ctypes.c_int32(int(render_special)), self._piece_buf,
+            *greedy, ctypes.c_int32(int(render_special)), self._piece_buf,
             ctypes.c_int32(_PIECE_CAP), ctypes.byref(self._piece_len), ctypes.byref(self._eog),
             ctypes.byref(self._decode_rc), *self._err.args,
         )
@@ -90,7 +98,8 @@ class TokenStepper:
 
     def step(self) -> int:
         """Decode the previous token (none after prefill), then sample the next one: its id, with
-        its bytes in ``piece``; or STEP_EOG, STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
+        its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
+        as text), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
         ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
         ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
@@ -102,9 +111,13 @@ class TokenStepper:
             token = self._step(*self._head, self._prev, *self._tail)
             if token == LLAMA_TOKEN_NULL:
                 return self._stopped()
-            if self._eog.value:
-                return STEP_EOG
             n = self._piece_len.value
+            if self._eog.value:
+                # the guided step renders an end token's piece (non-empty when preserved or
+                # render_special, as llama-server appends it); the plain step leaves it empty
+                self.piece = b"" if not self._guided or n == 0 else (
+                    string_at(self._piece_buf, n) if n > 0 else self._big_piece(token, -n))
+                return STEP_EOG
             self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
         finally:
             chain_lock.release()
@@ -115,7 +128,9 @@ class TokenStepper:
     def _big_piece(self, token: int, size: int) -> bytes:
         """A piece over _PIECE_CAP bytes (rare): fetched whole, in a buffer of its size."""
         big = ctypes.create_string_buffer(size)
-        n = self._lib.llama_token_to_piece(self._vocab_ptr, token, big, size, 0, self._render_special)
+        sampler = self._sampler
+        special = self._render_special or (isinstance(sampler, GuidedSampler) and sampler.renders_as_text(token))
+        n = self._lib.llama_token_to_piece(self._vocab_ptr, token, big, size, 0, special)
         if not 0 <= n <= size:
             raise LlamaInferenceException(
                 f"llama.cpp could not render token {token} (it returned {n} for a {size}-byte buffer)",
