@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..chat.apply import apply_templates
@@ -17,7 +16,7 @@ from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
-from .chat_sampling import ChatSampling
+from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
@@ -260,9 +259,9 @@ class LlamaEngine:
         additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
         params = params or GenerationParams()
         result = self.chat_template(messages)
-        if result.additional_stops:
-            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
-        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params)
+        sampling = chat_sampler_config(self, result, params)
+        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params,
+                             sampling=sampling)
 
 
     # -- chat completions ------------------------------------------------------------------------
@@ -272,13 +271,17 @@ class LlamaEngine:
                chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
-               upstream_compat: bool = False) -> ChatStream:
+               thinking_budget_tokens: int | None = None, upstream_compat: bool = False) -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies DESIGN
         deviations 2-5 (validated tool calls, whole calls, streamed text equal to the final message).
+        Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
+        with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
+        template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
+        thought with the template's end tag.
         """
         params = params or GenerationParams()
         result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
@@ -289,10 +292,9 @@ class LlamaEngine:
                                     template_now=template_now)
         parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
                                   is_continuation=continue_final_message not in (False, None, "none"))
-        if result.additional_stops:
-            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
         tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
-        generation = self.generate(tokens, params)
+        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
+        generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
         return ChatStream(generation, result, parser, len(tokens), model=self.model.path.name)
 
     def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
