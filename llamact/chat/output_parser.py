@@ -52,24 +52,50 @@ class ChatOutputParser:
                  generation_prompt: str = "") -> None:
         self.format = format
         self.generation_prompt = generation_prompt
+        self._prompt_bytes = generation_prompt.encode("utf-8")
         self._mapper = mapper_for_format(format)
         self._incremental = IncrementalParser(compile_parser(parser), lenient=True)
+        #: the raw PEG result of the last parse (set even when it raised): its AST nodes carry
+        #: what the message flattens, e.g. where each thought starts and ends
+        self.last_result: ParseResult | None = None
 
-    def parse(self, text: str, is_partial: bool) -> ChatMessage:
-        """The message for the output ``text`` so far (``is_partial``: more may follow)."""
-        result = self._incremental.parse(self.generation_prompt + text if self.generation_prompt else text)
-        return self._message(result, is_partial)
+    @property
+    def compiled(self) -> CompiledParser:
+        """The compiled parser, to share with another ChatOutputParser of the same template."""
+        return self._incremental.compiled
 
-    def _message(self, result: ParseResult, is_partial: bool) -> ChatMessage:
+    def parse(self, text: str | bytes, is_partial: bool) -> ChatMessage:
+        """The message for the output ``text`` so far (``is_partial``: more may follow). ``text``
+        may be the output's UTF-8 bytes: a stream that keeps them saves encoding the whole output
+        again on every token."""
+        return self.message(self.run(text), is_partial)
+
+    def run(self, text: str | bytes) -> ParseResult:
+        """The raw PEG parse of the output ``text`` so far (prompt prefixed), no message mapped."""
+        if isinstance(text, str):
+            data = (self.generation_prompt + text).encode("utf-8") if self.generation_prompt else text.encode("utf-8")
+        else:
+            data = self._prompt_bytes + text if self._prompt_bytes else text
+        result = self._incremental.parse(data)
+        self.last_result = result
+        return result
+
+    def message(self, result: ParseResult, is_partial: bool) -> ChatMessage:
+        """The message of a parse result of :meth:`run`; raises ChatParseError as upstream's parse
+        does (a failed parse, unless partial output matched something)."""
+        self.check(result, is_partial)
+        with recursion_budget:
+            message = self._mapper(result.nodes)
+        message.role = "assistant"
+        return message
+
+    def check(self, result: ParseResult, is_partial: bool) -> None:
+        """Raise ChatParseError (upstream's message) where upstream's parse throws for ``result``."""
         if result.fail and not (is_partial and result.end > 0):
             raise ChatParseError(
                 f"The model produced output that does not match the expected {self.format} format",
                 {"format": self.format, "position": result.end},
             )
-        with recursion_budget:
-            message = self._mapper(result.nodes)
-        message.role = "assistant"
-        return message
 
 
 def parse_chat_output(text: str, is_partial: bool, parser: Arena | CompiledParser | dict[str, Any] | str | None,

@@ -5,16 +5,23 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from ..chat.apply import apply_templates
+from ..chat.request import chat_inputs
+from ..chat.result import ChatTemplateResult
+from ..chat.streaming import ChatStreamParser
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
-from . import legacy_chat
+from .chat_completion import ChatStream
+from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
 from .sampling import sampler_specs
+from .templating import EngineTemplates
 
 
 class GenerationStream:
@@ -74,6 +81,7 @@ class LlamaEngine:
         self.context = context
         self.params = params
         self._busy = threading.Lock()
+        self._templates = EngineTemplates(model, params.chat_template)
 
     @classmethod
     def load(
@@ -206,20 +214,79 @@ class LlamaEngine:
             "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string
         )
 
-    # -- chat (interim) ----------------------------------------------------------------------
+    # -- chat templates ----------------------------------------------------------------------
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
-        """The prompt for ``messages`` via llama.cpp's built-in template formatter.
+    def chat_template(self, messages: Any, *, tools: Any = None, tool_choice: str | Mapping[str, Any] = "auto",
+                      parallel_tool_calls: bool = False, enable_thinking: bool = True,
+                      reasoning_format: str = "deepseek", add_generation_prompt: bool | None = None,
+                      continue_final_message: Any = False, response_format: Any = None, grammar: str | None = None,
+                      chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
+                      preserve_reasoning: bool | None = None, custom_template: str | None = None,
+                      template_now: float | None = None) -> ChatTemplateResult:
+        """What the model's chat template makes of a request: prompt, format, family, grammar, triggers,
+        parser, ... (see ``llamact.chat``), with this model's BOS/EOS tokens.
 
-        Interim: llamact's Jinja pipeline replaces this once it lands.
+        The template is ``custom_template`` (Jinja source) when given, else ``ModelParams.chat_template``,
+        else the GGUF's own. ``template_now`` (epoch seconds) fixes the template's clock.
         """
-        return legacy_chat.format_chat(self.model, messages, add_generation_prompt)
+        self.model.check_open()
+        inputs = chat_inputs(messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                             enable_thinking=enable_thinking, reasoning_format=reasoning_format,
+                             add_generation_prompt=add_generation_prompt,
+                             continue_final_message=continue_final_message, response_format=response_format,
+                             grammar=grammar, chat_template_kwargs=chat_template_kwargs,
+                             reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
+                             template_now=template_now)
+        return apply_templates(self._templates.templates(custom_template), inputs)
 
-    def chat(
-        self, messages: Sequence[Mapping[str, Any]], params: GenerationParams | None = None
-    ) -> GenerationStream:
-        prompt = self.chat_prompt(messages)
-        return self.generate(self.tokenize(prompt, add_special=True, parse_special=True), params)
+    def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
+        """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
+        return self.chat_template(messages, add_generation_prompt=add_generation_prompt).prompt
+
+    def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
+        """Stream the raw text of the reply to ``messages``: the prompt from the chat template, its
+        additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
+        params = params or GenerationParams()
+        result = self.chat_template(messages)
+        if result.additional_stops:
+            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
+        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params)
+
+
+    # -- chat completions ------------------------------------------------------------------------
+
+    def create(self, messages: Any, *, tools: Any = None, tool_choice: Any = "auto", parallel_tool_calls: bool = False,
+               enable_thinking: bool = True, reasoning_format: str = "deepseek", response_format: Any = None,
+               chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
+               continue_final_message: Any = False, custom_template: str | None = None,
+               template_now: float | None = None, params: GenerationParams | None = None,
+               upstream_compat: bool = False) -> ChatStream:
+        """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
+        thinking and tool-call deltas, the last one with the finish reason, usage and timings.
+
+        The prompt, grammar and parser come from the model's chat template (``chat_template``);
+        ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies DESIGN
+        deviations 2-5 (validated tool calls, whole calls, streamed text equal to the final message).
+        """
+        params = params or GenerationParams()
+        result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
+                                    parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
+                                    reasoning_format=reasoning_format, continue_final_message=continue_final_message,
+                                    response_format=response_format, chat_template_kwargs=chat_template_kwargs,
+                                    reasoning_effort=reasoning_effort, custom_template=custom_template,
+                                    template_now=template_now)
+        parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
+                                  is_continuation=continue_final_message not in (False, None, "none"))
+        if result.additional_stops:
+            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
+        tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
+        generation = self.generate(tokens, params)
+        return ChatStream(generation, result, parser, len(tokens), model=self.model.path.name)
+
+    def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
+        """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
+        with self.create(messages, **kwargs) as stream:
+            return stream.completion()
 
 
 __all__ = ["LlamaEngine", "StopReason"]

@@ -333,3 +333,16 @@ class GbnfAcceptor:
             if not self._live(stacks):
                 return i
         return len(text)
+
+    def sentence_prefixes(self, text: str) -> list[int]:
+        """The lengths (in code points, ascending) of the prefixes of ``text`` that are sentences of
+        the grammar: where a generation under it may stop."""
+        stacks = self._initial
+        ends = [0] if any(not s for s in stacks) else []
+        for i, ch in enumerate(text):
+            stacks = self._step(stacks, ord(ch))
+            if not stacks:
+                break
+            if any(not s for s in stacks):
+                ends.append(i + 1)
+        return ends

@@ -27,7 +27,8 @@ from typing import Any
 from ..errors import LlamaUnsupportedException
 from .nlohmann_dtoa import grisu2
 
-__all__ = ["dump", "is_integer", "is_number", "normalize", "to_int32", "to_int64"]
+__all__ = ["dump", "dump_indented", "is_integer", "is_number", "nlohmann_type_name", "normalize", "to_int32",
+           "to_int64"]
 
 _INT64_MIN = -(2**63)
 _UINT64_END = 2**64
@@ -98,6 +99,36 @@ def dump(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(dump_string(k) + ":" + dump(v) for k, v in value.items()) + "}"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def dump_indented(value: Any, indent: int = 2, _level: int = 0) -> str:
+    """nlohmann's ``dump(indent)``: one member per line, ``": "`` after keys, ``{}`` / ``[]`` when empty."""
+    if isinstance(value, dict) and value:
+        inner = " " * (indent * (_level + 1))
+        members = [f"{inner}{dump_string(k)}: {dump_indented(v, indent, _level + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(members) + "\n" + " " * (indent * _level) + "}"
+    if isinstance(value, list) and value:
+        inner = " " * (indent * (_level + 1))
+        items = [inner + dump_indented(v, indent, _level + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * (indent * _level) + "]"
+    return dump(value)
+
+
+def nlohmann_type_name(value: Any) -> str:
+    """nlohmann's ``type_name()`` of a JSON value (used in its exception texts)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "discarded"
 
 
 _ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\\"}

@@ -8,19 +8,25 @@ upstream's engine renders, byte for byte (DESIGN.md deviation 1 aside: ``\\xHH``
 ``now`` (epoch seconds) fixes ``strftime_now``'s clock (None: the wall clock). Raises
 ``JinjaException`` (a LlamaException) naming the template source: ``JinjaSyntaxError`` for
 source that does not compile, ``JinjaRuntimeError`` when rendering fails (upstream's message
-text), ``JinjaLimitExceeded`` past ``RenderLimits``. Compiled templates are cached by source.
+text), ``JinjaLimitExceeded`` past ``RenderLimits`` (time, string size, total allocation; budget.py).
+Compiled templates are cached by source. The caller's context is never changed: a template that
+writes to it (``messages.pop()``, ``{% set m.content = ... %}``) works on a private copy, as
+upstream's does (isolation.py).
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
-from .environment import Budget, LlamaEnvironment, RenderLimits, reset_budget, set_budget
+from .budget import Budget, RenderLimits, reset_budget, set_budget
+from .codecache import compile_cached
+from .environment import LlamaEnvironment
 from .errors import (
     JinjaException,
     JinjaLimitExceeded,
@@ -30,6 +36,7 @@ from .errors import (
     TemplateError,
 )
 from .globals import make_globals
+from .isolation import CallerData, CopyNeeded, private_copy
 
 DEFAULT_LIMITS = RenderLimits()
 
@@ -41,7 +48,11 @@ def _environment() -> LlamaEnvironment:
 
 @functools.lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
-    return _environment().from_string(source)
+    return compile_cached(_environment(), "render", source)
+
+
+# Compiled templates known to write to their context: their renders copy it up front (isolation.py).
+_WRITES_CONTEXT: weakref.WeakSet[jinja2.Template] = weakref.WeakSet()
 
 
 @dataclass(frozen=True)
@@ -55,8 +66,28 @@ class CompiledTemplate:
     def render(self, context: Mapping[str, Any] | None = None, *, now: float | None = None,
                limits: RenderLimits | None = None) -> str:
         budget = Budget(limits or DEFAULT_LIMITS)
+        data = context or {}
+        if self.template not in _WRITES_CONTEXT:
+            budget.caller = CallerData(data)
+            try:
+                return self.render_owned(data, now=now, budget=budget)
+            except CopyNeeded:
+                _WRITES_CONTEXT.add(self.template)
+                budget.caller = None
+        try:
+            copied = private_copy(data)
+        except JinjaLimitExceeded as exc:
+            raise JinjaLimitExceeded(exc.reason, self.source_name) from None
+        return self.render_owned(copied, now=now, budget=budget)
+
+    def render_owned(self, context: Mapping[str, Any], *, now: float | None = None,
+                     budget: Budget | None = None) -> str:
+        """Render ``context`` as is: the template may change its containers (``render`` passes a
+        private copy, or guards the caller's data through ``budget.caller``). Caps probing renders
+        its own tracked values this way, all probes under one ``budget``."""
+        budget = budget or Budget(DEFAULT_LIMITS)
         variables: dict[str, Any] = make_globals(now)
-        variables.update(context or {})
+        variables.update(context)
         token = set_budget(budget)
         try:
             out: list[str] = []
@@ -66,6 +97,8 @@ class CompiledTemplate:
                 budget.check_size(size)
                 out.append(chunk)
             return "".join(out)
+        except CopyNeeded:
+            raise
         except JinjaLimitExceeded as exc:
             raise JinjaLimitExceeded(exc.reason, self.source_name) from None
         except (RecursionError, MemoryError):

@@ -37,24 +37,25 @@ def count(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return 1 + len(args) + len(kwargs)
 
 
-def slice_seq(seq: Any, start: int, stop: int, step: int) -> list[Any]:
-    """Upstream's Python-like slicing (clamped bounds, negative steps)."""
+def slice_seq(seq: Any, start: int, stop: int, step: int) -> Any:
+    """Upstream's Python-like slicing (clamped bounds, negative steps), as a list (bytes for bytes)."""
     n = len(seq)
     if step > 0:
         start = max(n + start, 0) if start < 0 else min(start, n)
         stop = max(n + stop, 0) if stop < 0 else min(stop, n)
+        # every index in [start, stop) is valid: Python's own slice takes exactly those, at C speed
+        out = seq[start:stop:step]
     elif step < 0:
+        # upstream clamps a negative start to 0 where Python would take nothing: clamp first, then
+        # slice down to ``stop`` (-1 means "through index 0", which Python spells None)
         start = max(n + start, 0) if start < 0 else min(start, n - 1)
         stop = max(n + stop, -1) if stop < -1 else min(stop, n - 1)
+        if n == 0 or start < 0:
+            return seq[0:0] if isinstance(seq, bytes) else []
+        out = seq[start:(None if stop < 0 else stop):step]
     else:
         return []
-    out = []
-    i = start
-    while (i < stop) if step > 0 else (i > stop):
-        if 0 <= i < n:
-            out.append(seq[i])
-        i += step
-    return out
+    return out if isinstance(out, (list, bytes)) else list(out)
 
 
 def slice_bounds(args: tuple[Any, ...]) -> tuple[int, int, int]:

@@ -1,6 +1,6 @@
 """Template capabilities, probed as llama.cpp v0.5.0 does (``common/jinja/caps.cpp``).
 
-    template_caps(source) -> TemplateCaps          (cached by source, bounded)
+    template_caps(source, *, limits=None) -> TemplateCaps    (cached by source, bounded)
     TemplateCaps.to_map() -> dict[str, bool]        (upstream's ``caps::to_map``: the nine ``supports_*`` keys)
 
 Enters: Jinja template source. Leaves: a frozen ``TemplateCaps``. Upstream's conclusions come from
@@ -13,7 +13,12 @@ it), filters and methods applied, ``test_is_<name>`` tests, for-loop iteration, 
 ``supports_thinking`` is ours (not in upstream's map, so not in ``to_map``): the template source
 holds a known thinking marker (``THINKING_MARKERS``).
 Raises ``JinjaSyntaxError`` when the source does not compile (upstream's template constructor
-throws before probing).
+throws before probing), ``JinjaLimitExceeded`` when the probes together run past ``limits`` (one
+budget for all of them: a hostile template costs one time limit, not one per probe), and
+``JinjaRuntimeError`` where upstream's analysis throws reading what a template changed (it read
+``messages[0]`` after the template popped it).
+The probes render their own fresh values (``track`` copies the conversations), so probing never
+changes its inputs.
 
 The tracking lives only here: probes render with a separate environment (``ProbeEnvironment``)
 whose compiled templates route identifier loads, member access, filters, tests and loops through
@@ -33,12 +38,14 @@ from jinja2 import nodes
 from jinja2.runtime import LoopContext
 from jinja2.visitor import NodeTransformer
 
-from . import CompiledTemplate, JinjaException, compile_template
+from . import DEFAULT_LIMITS, CompiledTemplate, JinjaException, JinjaLimitExceeded, JinjaRuntimeError, compile_template
+from .budget import Budget, RenderLimits, current_budget
+from .codecache import compile_cached
 from .environment import LlamaEnvironment, _Filters, _Tests, member
 from .filters import _COERCED, ALIASES
 from .methods import builtins_for, tojson
 from .tests import TESTS
-from .values import as_string, is_int, is_undefined
+from .values import as_string, is_int, is_undefined, type_name
 
 THINKING_MARKERS = ("<think>", "</think>", "[THINK]", "[/THINK]", "<seed:think>", "<|START_THINKING|>",
                     "<|begin_of_thought|>", "<thinking>", "◁think▷", "<|channel|>analysis", "<|think|>")
@@ -115,14 +122,17 @@ def _op(v: Any, name: str) -> None:
         v.ops.add(name)
 
 
-def _mark_deep(v: Any) -> None:
+def _mark_deep(v: Any, seen: set[int] | None = None) -> None:
+    # each container once: a template may nest shared containers exponentially deep, or in a cycle
     _mark(v)
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            _mark_deep(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            _mark_deep(x)
+    if isinstance(v, (list, tuple, dict)):
+        seen = set() if seen is None else seen
+        if id(v) in seen:
+            return
+        seen.add(id(v))
+        current_budget().check_time()
+        for x in (v.values() if isinstance(v, dict) else v):
+            _mark_deep(x, seen)
 
 
 def _deep_on_call(fn: Callable[..., Any], target: Any) -> Callable[..., Any]:
@@ -205,9 +215,17 @@ class _ProbeFilters(_Filters):
             _mark(value)
             return value
 
+        base_setattr = self["__llamact_setattr"]
+
+        def set_member(obj: Any, name: str, value: Any) -> Any:
+            # a string the template makes gets fresh stats, as upstream's values all have: the
+            # probes read them where the template put it (``{% set m.content = 'x' %}{{ m.content }}``)
+            return base_setattr(obj, name, track(value) if type(value) is str else value)
+
         self["__llamact_iter"] = iterate
         self["__llamact_slice"] = slice_of
         self["__llamact_use"] = use
+        self["__llamact_setattr"] = set_member
 
     def __missing__(self, name: str) -> Any:
         base = super().__missing__(name)
@@ -317,7 +335,7 @@ class _Run:
     context: dict[str, Any]
 
 
-def _execute(template: CompiledTemplate, messages: list[Any], tools: list[Any] | None = None,
+def _execute(template: CompiledTemplate, budget: Budget, messages: list[Any], tools: list[Any] | None = None,
              extra: Callable[[dict[str, Any]], None] | None = None) -> _Run:
     context: dict[str, Any] = {
         "messages": track(messages),
@@ -331,10 +349,48 @@ def _execute(template: CompiledTemplate, messages: list[Any], tools: list[Any] |
     variables = dict(context)
     variables["tojson"] = _global_tojson
     try:
-        output, success = template.render(variables), True
+        # the tracked values are the probe's own (and must stay the very objects the template marks)
+        output, success = template.render_owned(variables, budget=budget), True
+    except JinjaLimitExceeded:
+        raise
     except JinjaException:
         output, success = "", False
     return _Run(success, output, context["messages"], context["tools"], context)
+
+
+def _at(v: Any, key: int | str) -> Any:
+    """Upstream's ``value->at(key)`` on a probe's values after the render (the template may have
+    changed them): raises JinjaRuntimeError ("caps probing failed: " and upstream's message) where
+    ``at`` throws, which fails the template's loading upstream."""
+    if isinstance(key, int):
+        if not isinstance(v, (list, tuple)):
+            raise _probing_failed(f"{type_name(v)} is not an array value")
+        if key >= len(v):
+            raise _probing_failed(f"Index {key} out of bounds for array of size {len(v)}")
+        return v[key]
+    if not isinstance(v, dict):
+        raise _probing_failed(f"{type_name(v)} is not an object value")
+    if key not in v:
+        raise _probing_failed(f"Key '{key}' not found in value of type Object")
+    return v[key]
+
+
+def _probing_failed(message: str) -> JinjaRuntimeError:
+    return JinjaRuntimeError("caps probing failed: " + message, "caps")
+
+
+def _path(v: Any, *keys: int | str) -> Any:
+    for key in keys:
+        v = _at(v, key)
+    return v
+
+
+def _used(v: Any) -> bool:
+    return isinstance(v, _Tracked) and v.used
+
+
+def _has_op(v: Any, *names: str) -> bool:
+    return isinstance(v, _Tracked) and any(name in v.ops for name in names)
 
 
 def _preserve_reasoning(ctx: dict[str, Any]) -> None:
@@ -351,56 +407,56 @@ def _reasoning_effort(ctx: dict[str, Any]) -> None:
     ctx["reasoning_strength"] = effort
 
 
-def _probe(template: CompiledTemplate) -> dict[str, bool]:
+def _probe(template: CompiledTemplate, budget: Budget) -> dict[str, bool]:
     caps: dict[str, bool] = {f.name: bool(f.default) for f in fields(TemplateCaps)
                              if f.name != "supports_thinking"}
 
-    run = _execute(template, [{"role": "user", "content": _CONTENT_MARKER}])
-    content = run.messages[0]["content"]
-    checks_for_string = "test_is_string" in content.ops
-    used_as_array = "selectattr" in content.ops or "array_access" in content.ops
+    run = _execute(template, budget, [{"role": "user", "content": _CONTENT_MARKER}])
+    content = _path(run.messages, 0, "content")
+    checks_for_string = _has_op(content, "test_is_string")
+    used_as_array = _has_op(content, "selectattr", "array_access")
     if used_as_array:
         caps["supports_typed_content"] = True
     if not run.success or (used_as_array and _CONTENT_MARKER not in run.output):
         caps["supports_string_content"] = False
     if checks_for_string:
-        run = _execute(template, [{"role": "user", "content": []}])
-        content = run.messages[0]["content"]
-        if run.success and ("selectattr" in content.ops or "array_access" in content.ops):
+        run = _execute(template, budget, [{"role": "user", "content": []}])
+        content = _path(run.messages, 0, "content")
+        if run.success and _has_op(content, "selectattr", "array_access"):
             caps["supports_typed_content"] = True
 
-    run = _execute(template, [{"role": "system", "content": "System message"},
+    run = _execute(template, budget, [{"role": "system", "content": "System message"},
                               {"role": "user", "content": "User message"}])
-    if not run.messages[0]["content"].used:
+    if not _used(_path(run.messages, 0, "content")):
         caps["supports_system_role"] = False
 
-    run = _execute(template, _tool_conversation([_call("call00001", {"arg": "value"})]), _TOOLS)
+    run = _execute(template, budget, _tool_conversation([_call("call00001", {"arg": "value"})]), _TOOLS)
     if run.success:
-        if not run.tools[0]["function"]["name"].used:
+        if not _used(_path(run.tools, 0, "function", "name")):
             caps["supports_tools"] = False
-        tool_calls = run.messages[1]["tool_calls"]
-        if not tool_calls.used:
+        tool_calls = _path(run.messages, 1, "tool_calls")
+        if not _used(tool_calls):
             caps["supports_tool_calls"] = False
-        elif tool_calls[0]["function"]["arguments"]["arg"].used:
+        elif _used(_path(tool_calls, 0, "function", "arguments", "arg")):
             caps["supports_object_arguments"] = True
 
     if not caps["supports_object_arguments"]:
-        run = _execute(template, _tool_conversation([_call("call00001", '{"arg": "value"}')]), _TOOLS)
+        run = _execute(template, budget, _tool_conversation([_call("call00001", '{"arg": "value"}')]), _TOOLS)
         if not run.success:
             caps["supports_tool_calls"] = False
             caps["supports_tools"] = False
         else:
-            if not run.tools[0]["function"]["name"].used:
+            if not _used(_path(run.tools, 0, "function", "name")):
                 caps["supports_tools"] = False
-            if not run.messages[1]["tool_calls"].used:
+            if not _used(_path(run.messages, 1, "tool_calls")):
                 caps["supports_tool_calls"] = False
 
     args: Any = {"arg": "value"} if caps["supports_object_arguments"] else '{"arg": "value"}'
-    run = _execute(template, _tool_conversation([_call("call00001", args), _call("call00002", args)]), _TOOLS)
-    if not run.success or not run.messages[1]["tool_calls"][1]["function"].used:
+    run = _execute(template, budget, _tool_conversation([_call("call00001", args), _call("call00002", args)]), _TOOLS)
+    if not run.success or not _used(_path(run.messages, 1, "tool_calls", 1, "function")):
         caps["supports_parallel_tool_calls"] = False
 
-    run = _execute(template, [
+    run = _execute(template, budget, [
         {"role": "user", "content": "User message"},
         {"role": "assistant", "content": "Assistant message", "reasoning_content": _REASONING_PLACEHOLDER},
         {"role": "user", "content": "User message"},
@@ -410,8 +466,8 @@ def _probe(template: CompiledTemplate) -> dict[str, bool]:
     if _REASONING_PLACEHOLDER in run.output:
         caps["supports_preserve_reasoning"] = True
 
-    run = _execute(template, [{"role": "user", "content": "User message"}], extra=_reasoning_effort)
-    caps["supports_reasoning_effort"] = run.context["reasoning_effort"].used
+    run = _execute(template, budget, [{"role": "user", "content": "User message"}], extra=_reasoning_effort)
+    caps["supports_reasoning_effort"] = _used(run.context["reasoning_effort"])
     return caps
 
 
@@ -421,15 +477,17 @@ def supports_thinking(source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=128)
-def template_caps(source: str) -> TemplateCaps:
-    """The capabilities of ``source`` (cached by content). Raises JinjaSyntaxError for bad source."""
+def template_caps(source: str, *, limits: RenderLimits | None = None) -> TemplateCaps:
+    """The capabilities of ``source`` (cached by content). Raises JinjaSyntaxError for bad source,
+    JinjaLimitExceeded when the probes together exceed ``limits`` (default: a render's)."""
     compile_template(source, "caps")  # upstream's constructor parses (and throws) before probing
     try:
-        probe_template = _probe_environment().from_string(source)
+        probe_template = compile_cached(_probe_environment(), "caps-probe", source)
     except jinja2.TemplateError as exc:  # pragma: no cover - compile_template refused it first
         raise JinjaException(str(exc), "caps") from None
     template = CompiledTemplate(source, "caps", probe_template)
-    return TemplateCaps(**_probe(template), supports_thinking=supports_thinking(source))
+    caps = _probe(template, Budget(limits or DEFAULT_LIMITS))
+    return TemplateCaps(**caps, supports_thinking=supports_thinking(source))
 
 
 __all__ = ["TemplateCaps", "template_caps", "supports_thinking", "THINKING_MARKERS", "ProbeEnvironment", "track"]

@@ -11,15 +11,14 @@ over mappings, ``set obj.attr`` on any object and ``{% generation %}`` blocks.
 The sandbox is structural: ``getattr``/``getitem`` never return a Python attribute, only
 upstream's builtins and mapping keys, so no template reaches ``__class__``, globals or modules.
 Raises jinja2's exceptions and ``TemplateError``; the façade (``__init__``) maps them onto
-``JinjaException``. Bounds (time, output size) are enforced through the per-render ``Budget``.
+``JinjaException``. Bounds (time, sizes, allocation) are enforced through the per-render ``Budget``
+(budget.py): here at every loop iteration, call, filter, ``set obj.attr``, and macro or block output.
 """
 
 from __future__ import annotations
 
-import contextvars
-import time
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import nodes
@@ -40,54 +39,14 @@ from jinja2.runtime import ChainableUndefined, Context, LoopContext
 from jinja2.sandbox import SandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from .errors import JinjaLimitExceeded, TemplateError
+from .budget import OBJECT_BYTES, SLOT_BYTES, container_cost, current_budget
+from .errors import TemplateError
 from .filters import apply_filter
+from .isolation import before_write
 from .methods import bind, builtins_for, call_builtin
-from .operators import binop, unop
+from .operators import binop, chain, unop
 from .tests import run_test
 from .values import is_int, is_undefined, printed, type_name, utf8_index, utf8_len
-
-
-@dataclass(frozen=True)
-class RenderLimits:
-    """Bounds one render may not exceed: wall time (seconds) and output/string size (characters)."""
-
-    max_seconds: float = 10.0
-    max_output_chars: int = 16 * 1024 * 1024
-
-
-class Budget:
-    """The running render's bounds; ``check_time``/``check_size`` raise JinjaLimitExceeded."""
-
-    def __init__(self, limits: RenderLimits) -> None:
-        self.limits = limits
-        self.deadline = time.monotonic() + limits.max_seconds
-        self._ticks = 0
-
-    def check_time(self) -> None:
-        self._ticks += 1
-        if self._ticks & 63 == 0 and time.monotonic() > self.deadline:
-            raise JinjaLimitExceeded(f"rendering took longer than {self.limits.max_seconds} s")
-
-    def check_size(self, n: int) -> None:
-        if n > self.limits.max_output_chars:
-            raise JinjaLimitExceeded(f"rendering produced more than {self.limits.max_output_chars} characters")
-
-
-_BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("llamact_jinja_budget", default=None)
-
-
-def current_budget() -> Budget:
-    return _BUDGET.get() or Budget(RenderLimits())
-
-
-def set_budget(budget: Budget | None) -> contextvars.Token[Budget | None]:
-    return _BUDGET.set(budget)
-
-
-def reset_budget(token: contextvars.Token[Budget | None]) -> None:
-    _BUDGET.reset(token)
-
 
 # -- values -------------------------------------------------------------------------------------
 
@@ -200,8 +159,10 @@ def _for_iterable(value: Any, unpack: bool) -> _Iterable:
     if is_undefined(value):
         return _Iterable([])
     if isinstance(value, dict):
+        current_budget().charge(container_cost(len(value)) * (2 if unpack else 1))
         return _Iterable([(k, v) for k, v in value.items()] if unpack else list(value.keys()))
     if isinstance(value, (list, tuple)):
+        current_budget().charge(container_cost(len(value)))
         return _Iterable(list(value))
     raise TemplateError("Expected iterable or object type in for loop: got " + type_name(value))
 
@@ -209,8 +170,44 @@ def _for_iterable(value: Any, unpack: bool) -> _Iterable:
 def _set_member(obj: Any, name: str, value: Any) -> str:
     if not isinstance(obj, dict):
         raise TemplateError("Cannot assign to member of non-object")
+    budget = before_write(obj)
+    if isinstance(value, (list, tuple, dict)):
+        budget.charge(container_cost(len(value)))  # it may be a literal (those are not charged) kept alive here
+    elif name not in obj:
+        budget.charge(SLOT_BYTES + OBJECT_BYTES)  # the object grows
+    old = obj.get(name)
     obj[name] = value
+    if type(old) is str and _refcount(old) <= _UNSHARED_REFS:
+        # the slot held the old string's only reference: it is freed now. Crediting it keeps
+        # ``ns.out = ns.out ~ piece`` (templates that build their whole output this way) linear.
+        budget.credit(len(old))
     return ""
+
+
+def _unshared_refs() -> int:
+    """What ``sys.getrefcount`` reports, in ``_set_member``, for a string only its local ``old`` holds
+    (CPython versions count borrowed references differently); 0 (never credit) where it cannot tell."""
+    if not hasattr(sys, "getrefcount"):
+        return 0
+    holder: dict[str, Any] = {"k": "".join(("un", "shared"))}
+    old = holder.get("k")
+    holder["k"] = None
+    alone = _refcount(old)
+    holder["k"] = old  # one more reference must show, or the count says nothing
+    return alone if _refcount(old) == alone + 1 else 0
+
+
+_refcount = getattr(sys, "getrefcount", lambda _v: 1 << 30)
+_UNSHARED_REFS = _unshared_refs()
+
+
+def _join_output(parts: Any) -> str:
+    """The environment's ``concat``: a macro's, ``set`` block's or ``filter`` block's output, charged
+    before it is joined (a macro printing its own result twice doubles it per level)."""
+    if type(parts) is not list:
+        parts = list(parts)
+    current_budget().charge_string(sum(map(len, parts)))
+    return "".join(parts)
 
 
 _CMP = {"eq": "==", "ne": "!=", "gt": ">", "gteq": ">=", "lt": "<", "lteq": "<=", "in": "in", "notin": "notin"}
@@ -218,16 +215,21 @@ _CMP = {"eq": "==", "ne": "!=", "gt": ">", "gteq": ">=", "lt": "<", "lteq": "<="
 
 def _internal_filters() -> dict[str, Any]:
     def compare(left: Any, op: str, right: Any) -> Any:
-        return binop(op, left, right, current_budget().check_size)
+        return binop(op, left, right)
 
-    def concat(left: Any, right: Any) -> Any:
-        return binop("~", left, right, current_budget().check_size)
+    def concat(first: Any, *rest: Any) -> Any:
+        if len(rest) == 1:
+            return binop("~", first, rest[0])  # the common case; binop's fast path
+        return chain("~", first, *rest)
+
+    def add(first: Any, *rest: Any) -> Any:
+        return chain("+", first, *rest)
 
     def slice_of(obj: Any, start: Any, stop: Any, step: Any) -> Any:
         return _slice(obj, slice(start, stop, step))
 
     return {"__llamact_iter": _for_iterable, "__llamact_slice": slice_of, "__llamact_cmp": compare,
-            "__llamact_concat": concat, "__llamact_setattr": _set_member}
+            "__llamact_concat": concat, "__llamact_add": add, "__llamact_setattr": _set_member}
 
 
 class _Filters(dict[str, Any]):
@@ -238,10 +240,8 @@ class _Filters(dict[str, Any]):
 
     def __missing__(self, name: str) -> Any:
         def dispatch(value: Any, *args: Any, **kwargs: Any) -> Any:
-            result = apply_filter(name, value, *args, **kwargs)
-            if isinstance(result, str):
-                current_budget().check_size(len(result))
-            return result
+            current_budget().check_time()
+            return apply_filter(name, value, *args, **kwargs)
 
         return dispatch
 
@@ -361,10 +361,21 @@ class _Rewriter(NodeTransformer):
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        left: Any = node.nodes[0]
-        for right in node.nodes[1:]:
-            left = self._filter(left, "__llamact_concat", [right])
-        return left
+        return self._filter(node.nodes[0], "__llamact_concat", node.nodes[1:])
+
+    def visit_Add(self, node: nodes.Add) -> nodes.Node:
+        # a chain ``a + b + c`` (left-nested) becomes one call: its string result is built once
+        operands: list[Any] = []
+        current: Any = node
+        while isinstance(current, nodes.Add):
+            operands.append(current.right)
+            current = current.left
+        operands.append(current)
+        operands = [self.visit(x) for x in reversed(operands)]
+        if len(operands) == 2:
+            node.left, node.right = operands
+            return node
+        return self._filter(operands[0], "__llamact_add", operands[1:])
 
     def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
         # jinja2 compiles slices to Python slicing, bypassing getitem: route them to upstream's slice
@@ -414,6 +425,7 @@ class LlamaEnvironment(SandboxedEnvironment):
         self.filters = _Filters()
         self.tests = _Tests()
         self.globals = {}
+        self.concat = _join_output  # type: ignore[method-assign]
         self._llama_lexer = _LlamaLexer(self)
 
     @property
@@ -455,7 +467,7 @@ class LlamaEnvironment(SandboxedEnvironment):
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if operator in ("//", "**"):
             raise TemplateError(f"Unknown operator \"{operator}\"")
-        return binop(operator, left, right, current_budget().check_size)
+        return binop(operator, left, right)
 
     def call_unop(self, context: Context, operator: str, arg: Any) -> Any:
         return unop(operator, arg)

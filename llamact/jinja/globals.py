@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .budget import container_cost, current_budget
 from .errors import TemplateError
 from .methods import tojson
-from .values import is_int, type_name
+from .values import Namespace, is_int, type_name
 
 # Bounds a hostile range() cannot exceed (a list is built eagerly, as upstream does).
 MAX_RANGE = 1_000_000
+_INT = 32  # approximate bytes of an int object
 
 
 def raise_exception(*args: Any, **_kwargs: Any) -> Any:
@@ -25,10 +27,11 @@ def raise_exception(*args: Any, **_kwargs: Any) -> Any:
     raise TemplateError("Jinja Exception: " + args[0])
 
 
-def namespace(*args: Any, **kwargs: Any) -> dict[str, Any]:
+def namespace(*args: Any, **kwargs: Any) -> Namespace:
     if args:
         raise TemplateError("namespace() arguments must be kwargs")
-    return dict(kwargs)
+    current_budget().charge(container_cost(len(kwargs)))
+    return Namespace(kwargs)
 
 
 def range_(*args: Any) -> list[int]:
@@ -43,6 +46,7 @@ def range_(*args: Any) -> list[int]:
     out = range(start, stop, step)
     if len(out) > MAX_RANGE:
         raise TemplateError(f"range() of {len(out)} items exceeds the bound of {MAX_RANGE}")
+    current_budget().charge(container_cost(len(out)) + len(out) * _INT)
     return list(out)
 
 

@@ -4,6 +4,7 @@ Enters: the input value plus the call's positional and keyword arguments (upstre
 ``get_kwarg_or_pos`` forms). Leaves: a template value. Raises ``TemplateError`` with upstream's
 message where upstream throws, ``NotImplementedTemplateError`` for what upstream refuses.
 ``builtins_for(value)`` is the table for a value's type (``{}`` for values without builtins).
+Builtins that build containers charge the render's budget first; their loops check its clock.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 
 from jinja2.runtime import LoopContext
 
+from .budget import OBJECT_BYTES, SLOT_BYTES, container_cost, current_budget, paced
 from .callargs import UNDEF, Fn, arg, default_value, not_implemented, slice_bounds, slice_seq, tojson
 from .errors import NotImplementedTemplateError, TemplateError
+from .isolation import before_write
 from .strings import STRING
 from .values import (
     as_bool,
@@ -62,6 +65,12 @@ BOOL: dict[str, Fn] = {
 # -- arrays -----------------------------------------------------------------------------------
 
 
+def _charged(v: Any) -> Any:
+    """``v``, once the render's budget has been charged for a container of its length."""
+    current_budget().charge(container_cost(len(v)))
+    return v
+
+
 def _select(reject: bool) -> Fn:
     def select(arr: Any, *args: Any, **kwargs: Any) -> list[Any]:
         from .tests import TESTS
@@ -69,9 +78,11 @@ def _select(reject: bool) -> Fn:
         n = 1 + len(args)
         if not 2 <= n <= 4:
             raise TemplateError("selectattr: invalid number of arguments")
+        budget = current_budget()
+        budget.charge(container_cost(len(arr)))
         out = []
         if n == 2:
-            for item in arr:
+            for item in paced(arr, budget):
                 if not isinstance(item, dict):
                     raise TemplateError("selectattr: item is not an object")
                 if as_bool(item.get(args[0], UNDEF)) != reject:
@@ -82,7 +93,7 @@ def _select(reject: bool) -> Fn:
         if test is None:
             raise TemplateError(f"selectattr: unknown test '{name}'")
         extra = args[1] if n == 3 else args[2]
-        for item in arr:
+        for item in paced(arr, budget, 1):  # a test may cost as much as its input
             subject = item
             if n == 4:
                 if not isinstance(item, dict):
@@ -111,8 +122,12 @@ def _join(arr: Any, *args: Any, **kwargs: Any) -> str:
     attr = arg(args, kwargs, "attribute", 1)
     if not is_undefined(attr) and not isinstance(attr, str) and not is_int(attr):
         raise TemplateError("join() attribute must be string or integer")
+    budget = current_budget()
+    budget.charge(container_cost(len(arr)))
+    limit = budget.limits.max_output_chars
     parts = []
-    for item in arr:
+    size = 0
+    for item in paced(arr, budget):
         if not is_undefined(attr):
             if is_int(attr) and isinstance(item, (list, tuple)):
                 if not -len(item) <= attr < len(item):
@@ -124,8 +139,14 @@ def _join(arr: Any, *args: Any, **kwargs: Any) -> str:
                 item = item[attr]
         if not (isinstance(item, str) or is_number(item)):
             raise TemplateError("join() can only join arrays of strings or numerics")
-        parts.append(as_string(item))
-    return ("" if is_undefined(delim) else as_string(delim)).join(parts)
+        part = as_string(item)
+        size += len(part)
+        if size > limit:
+            budget.charge_string(size)  # raises: stop before the parts outgrow the bound
+        parts.append(part)
+    sep = "" if is_undefined(delim) else as_string(delim)
+    budget.charge_string(size + len(sep) * max(len(parts) - 1, 0))
+    return sep.join(parts)
 
 
 def _map(arr: Any, *args: Any, **kwargs: Any) -> Any:
@@ -135,13 +156,17 @@ def _map(arr: Any, *args: Any, **kwargs: Any) -> Any:
     if not isinstance(attr, str) and not is_int(attr):
         raise TemplateError("map: attribute must be string or integer")
     default = kwargs.get("default", UNDEF)
-    out = [_at(item, attr, default) for item in arr]
+    budget = current_budget()
+    budget.charge(container_cost(len(arr)))
+    out = [_at(item, attr, default) for item in paced(arr, budget)]
     return tuple(out) if isinstance(arr, tuple) else out
 
 
 def _append(arr: Any, item: Any) -> Any:
     if not isinstance(arr, list):
         raise TemplateError("append: first argument must be an array")
+    # a slot, and room for the small container literal it may keep alive (literals are not charged)
+    before_write(arr).charge(SLOT_BYTES + OBJECT_BYTES)
     arr.append(item)
     return arr
 
@@ -154,13 +179,16 @@ def _pop(arr: Any, index: Any = -1) -> Any:
     i = index + len(arr) if index < 0 else index
     if not 0 <= i < len(arr):
         raise TemplateError(f"pop index {index} out of range")
+    before_write(arr)
     return arr.pop(i)
 
 
 def _sort_key_cmp(reverse: bool) -> Callable[[Any, Any], int]:
     op = "gt" if reverse else "lt"
+    check_time = current_budget().check_time
 
     def cmp(a: Any, b: Any) -> int:
+        check_time()  # a comparison may encode long strings; a sort makes n log n of them
         if compare(a, b, op):
             return -1
         if compare(b, a, op):
@@ -175,6 +203,7 @@ def _sort(arr: Any, *args: Any, **kwargs: Any) -> Any:
 
     reverse = as_bool(arg(args, kwargs, "reverse", 0))
     attr = arg(args, kwargs, "attribute", 2)
+    current_budget().charge(container_cost(len(arr)))
     items = list(arr)
     cmp = _sort_key_cmp(reverse)
 
@@ -200,7 +229,7 @@ def _extreme(op: str) -> Fn:
         if not arr:
             return UNDEF
         best = arr[0]
-        for item in arr[1:]:
+        for item in paced(arr[1:], current_budget(), 1):
             if compare(item, best, op):
                 best = item
         return best
@@ -210,13 +239,14 @@ def _extreme(op: str) -> Fn:
 
 def _arr_slice(arr: Any, *args: Any) -> Any:
     start, stop, step = slice_bounds(args)
+    current_budget().charge(container_cost(len(arr)))
     out = slice_seq(arr, start, stop, step)
     return tuple(out) if isinstance(arr, tuple) else out
 
 
 ARRAY: dict[str, Fn] = {
     "default": default_value,
-    "list": lambda v: list(v),
+    "list": lambda v: list(_charged(v)),
     "first": lambda v: v[0] if v else UNDEF,
     "last": lambda v: v[-1] if v else UNDEF,
     "length": lambda v: len(v),
@@ -232,7 +262,7 @@ ARRAY: dict[str, Fn] = {
     "append": _append,
     "pop": _pop,
     "sort": _sort,
-    "reverse": lambda v: tuple(reversed(v)) if isinstance(v, tuple) else list(reversed(v)),
+    "reverse": lambda v: tuple(reversed(_charged(v))) if isinstance(v, tuple) else list(reversed(_charged(v))),
     "min": _extreme("lt"),
     "max": _extreme("gt"),
     "unique": not_implemented("Array unique builtin not implemented"),
@@ -248,6 +278,11 @@ def _get(obj: Any, key: Any = UNDEF, default: Any = None) -> Any:
     return obj.get(key, default)
 
 
+def _items(obj: Any) -> list[tuple[Any, Any]]:
+    current_budget().charge(container_cost(len(obj)) + len(obj) * container_cost(2))  # the list, a pair per item
+    return [tuple(p) for p in obj.items()]
+
+
 def _dictsort(obj: Any, *args: Any, **kwargs: Any) -> dict[Any, Any]:
     import functools
 
@@ -258,15 +293,16 @@ def _dictsort(obj: Any, *args: Any, **kwargs: Any) -> dict[Any, Any]:
     def order(a: tuple[Any, Any], b: tuple[Any, Any]) -> int:
         return cmp(a[index], b[index])
 
+    current_budget().charge(container_cost(len(obj)) * 3)  # the pairs, their list, the dict
     pairs = sorted(obj.items(), key=functools.cmp_to_key(order))
     return dict(pairs)
 
 
 OBJECT: dict[str, Fn] = {
     "get": _get,
-    "keys": lambda v: list(v.keys()),
-    "values": lambda v: list(v.values()),
-    "items": lambda v: [tuple(p) for p in v.items()],
+    "keys": lambda v: list(_charged(v).keys()),
+    "values": lambda v: list(_charged(v).values()),
+    "items": _items,
     "tojson": tojson,
     "string": as_string,
     "length": lambda v: len(v),

@@ -4,24 +4,19 @@ Enters: an operator (``+ - * / % ~ == != < > <= >= in notin``) and two values. L
 Numbers are computed as doubles (integer results cast back); ``/`` is always a float and never
 raises; a string operand makes ``+``/``~`` concatenate; ``<``-style comparisons are numeric only;
 ``str + none/undefined`` is the string. Raises ``TemplateError`` with upstream's message otherwise.
+Results that grow (string concatenation and repeat, list concatenation) are charged to the render's
+budget before they are built.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
+from .budget import container_cost, current_budget
 from .errors import TemplateError
 from .tests import is_in
 from .values import as_string, equal, is_int, is_number, is_undefined, type_name
-
-# Set by the environment for each render: raises when a string result would exceed the bound.
-SizeCheck = Callable[[int], None]
-
-
-def _no_check(_n: int) -> None:
-    return None
 
 
 def _divide(a: float, b: float) -> float:
@@ -68,7 +63,11 @@ def _concat_nullish(op: str, a: Any, b: Any) -> Any:
     return None
 
 
-def binop(op: str, a: Any, b: Any, check: SizeCheck = _no_check) -> Any:
+def binop(op: str, a: Any, b: Any) -> Any:
+    if type(a) is str and type(b) is str and (op == "~" or op == "+"):
+        # the hot path (templates concatenate text all the time); the general rule below agrees
+        current_budget().charge_string(len(a) + len(b))
+        return a + b
     if op == "==":
         return equal(a, b)
     if op == "!=":
@@ -92,18 +91,19 @@ def binop(op: str, a: Any, b: Any, check: SizeCheck = _no_check) -> Any:
         return _arith(op, a, b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         if op == "+":
+            current_budget().charge(container_cost(len(a) + len(b)))
             return list(a) + list(b)
     elif isinstance(b, (list, tuple)) and op in ("in", "notin"):
         return is_in(a, b) != (op == "notin")
     if (isinstance(a, str) or isinstance(b, str)) and op in ("~", "+"):
         left, right = as_string(a), as_string(b)
-        check(len(left) + len(right))
+        current_budget().charge_string(len(left) + len(right))
         return left + right
     if op == "*" and ((isinstance(a, str) and is_int(b)) or (is_int(a) and isinstance(b, str))):
         text, times = (a, b) if isinstance(a, str) else (b, a)
         if times <= 0:
             return ""
-        check(len(text) * times)
+        current_budget().charge_string(len(text) * times)
         return text * times
     if isinstance(a, str) and isinstance(b, str) and op in ("in", "notin"):
         return is_in(a, b) != (op == "notin")
@@ -111,6 +111,32 @@ def binop(op: str, a: Any, b: Any, check: SizeCheck = _no_check) -> Any:
         return is_in(a, b) != (op == "notin")
     shown = "not in" if op == "notin" else op
     raise TemplateError(f'Unknown operator "{shown}" between {type_name(a)} and {type_name(b)}')
+
+
+def chain(op: str, first: Any, *rest: Any) -> Any:
+    """``first op rest[0] op rest[1] ...`` evaluated left to right, for ``~`` and ``+``.
+
+    Once the running value is a string each further operand only appends its text (as ``binop``
+    would: ``as_string``, nothing for none/undefined), so the result is built and charged once
+    instead of one ever longer copy per operator: ``ns.out ~ a ~ b`` costs the result, not three.
+    """
+    acc = first
+    i = 0
+    while not isinstance(acc, str):
+        if i == len(rest):
+            return acc
+        acc = binop(op, acc, rest[i])
+        i += 1
+    if i == len(rest):
+        return acc
+    parts = [acc]
+    size = len(acc)
+    for b in rest[i:]:
+        text = b if isinstance(b, str) else "" if b is None or is_undefined(b) else as_string(b)
+        parts.append(text)
+        size += len(text)
+    current_budget().charge_string(size)
+    return "".join(parts)
 
 
 def unop(op: str, v: Any) -> Any:

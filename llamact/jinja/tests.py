@@ -6,9 +6,11 @@ upstream's test refuses its input, ``NotImplementedTemplateError`` for sameas/es
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+from .budget import current_budget, paced
 from .errors import NotImplementedTemplateError, TemplateError
 from .values import as_string, compare, equal, is_int, is_number, is_object, is_undefined, type_name
 
@@ -24,14 +26,17 @@ def is_in(needle: Any, haystack: Any) -> bool:
     if is_undefined(haystack):
         return False
     if isinstance(haystack, (list, tuple)):
-        return any(equal(needle, item) for item in haystack)
+        # short lists (``role in ['user', 'system']``, the common case) are not worth a clock read
+        items = haystack if len(haystack) <= 32 else paced(haystack, current_budget(), 64)
+        return any(equal(needle, item) for item in items)
     if isinstance(haystack, str):
         if not isinstance(needle, str):
             raise TemplateError("'in' test expects args[1] as string when args[0] is string, got args[1] as "
                                 + type_name(needle))
         return needle in haystack
     if isinstance(haystack, dict):
-        return any(equal(needle, k) for k in haystack)
+        keys = haystack if len(haystack) <= 32 else paced(haystack, current_budget(), 64)
+        return any(equal(needle, k) for k in keys)
     raise TemplateError("'in' test expects iterable as first argument, got " + type_name(haystack))
 
 
@@ -42,16 +47,20 @@ def _refuse(what: str) -> Callable[..., bool]:
     return test
 
 
+_ASCII_UPPER = re.compile("[A-Z]")  # upstream's case tests look at ASCII letters only
+_ASCII_LOWER = re.compile("[a-z]")
+
+
 def _is_lower(v: Any) -> bool:
     if not isinstance(v, str):
         raise TemplateError("lower: expected String")
-    return not any("A" <= c <= "Z" for c in v)
+    return _ASCII_UPPER.search(v) is None
 
 
 def _is_upper(v: Any) -> bool:
     if not isinstance(v, str):
         raise TemplateError("upper: expected String")
-    return not any("a" <= c <= "z" for c in v)
+    return _ASCII_LOWER.search(v) is None
 
 
 TESTS: dict[str, Callable[..., bool]] = {

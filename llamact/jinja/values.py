@@ -16,9 +16,17 @@ from typing import Any
 
 from jinja2.runtime import LoopContext, Undefined
 
-from .errors import TemplateError
+from .budget import current_budget, paced
+from .errors import JinjaLimitExceeded, TemplateError
 
 Value = Any
+
+
+class Namespace(dict[str, Any]):
+    """What ``namespace()`` returns: an object the template made, so it may always write to it
+    (isolation.py looks no further)."""
+
+    __slots__ = ()
 
 
 def is_undefined(v: Value) -> bool:
@@ -88,13 +96,8 @@ def as_string(v: Value) -> str:
         return format_float(v)
     if v is None:
         return "None"
-    if isinstance(v, tuple):
-        inner = ", ".join(as_repr(x) for x in v)
-        return "(" + inner + ("," if len(v) == 1 else "") + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(as_repr(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{as_repr(k)}: {as_repr(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple, dict)):
+        return _Text().container(v)
     if is_undefined(v):
         return ""
     return type_name(v)
@@ -115,6 +118,53 @@ def as_repr(v: Value) -> str:
     return as_string(v)
 
 
+class _Text:
+    """``as_string`` of a container, bounded: a container may hold the same value many times (or
+    nest shared values exponentially deep), so the text is measured as it is written, and the walk
+    checks the clock at every container, before its size passes the render's string bound."""
+
+    __slots__ = ("parts", "size", "budget", "limit")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.budget = current_budget()
+        self.limit = self.budget.limits.max_output_chars
+
+    def container(self, v: Value) -> str:
+        self._write(v)
+        self.budget.charge_string(self.size)
+        return "".join(self.parts)
+
+    def _add(self, s: str) -> None:
+        self.size += len(s)
+        if self.size > self.limit:
+            raise JinjaLimitExceeded(f"a string of more than {self.limit} characters exceeds the bound")
+        self.parts.append(s)
+
+    def _write(self, v: Value) -> None:
+        if not isinstance(v, (list, tuple, dict)):
+            self._add(as_repr(v))
+            return
+        self.budget.check_time()
+        items = v.items() if isinstance(v, dict) else v
+        self._add("{" if isinstance(v, dict) else "(" if isinstance(v, tuple) else "[")
+        for i, item in enumerate(items):
+            if i:
+                self._add(", ")
+                if not i & 1023:
+                    self.budget.check_time()
+            if isinstance(v, dict):
+                self._add(as_repr(item[0]))
+                self._add(": ")
+                self._write(item[1])
+            else:
+                self._write(item)
+        if isinstance(v, tuple) and len(v) == 1:
+            self._add(",")
+        self._add("}" if isinstance(v, dict) else ")" if isinstance(v, tuple) else "]")
+
+
 def as_bool(v: Value) -> bool:
     if is_undefined(v) or v is None:
         return False
@@ -125,21 +175,34 @@ def as_bool(v: Value) -> bool:
     return True
 
 
-def print_parts(v: Value, out: list[str]) -> None:
+def printed(v: Value) -> str:
     """Upstream's output rule: strings and numbers print, arrays print their elements, the rest nothing."""
     if isinstance(v, str):
-        out.append(v)
-    elif isinstance(v, (int, float)):
-        out.append(as_string(v))
-    elif isinstance(v, (list, tuple)):
-        for item in v:
-            print_parts(item, out)
+        return v
+    if isinstance(v, (int, float)):
+        return as_string(v)
+    if isinstance(v, (list, tuple)):
+        text = _Printed()
+        text.write(v)
+        text.budget.charge_string(text.size)
+        return "".join(text.parts)
+    return ""
 
 
-def printed(v: Value) -> str:
-    out: list[str] = []
-    print_parts(v, out)
-    return "".join(out)
+class _Printed(_Text):
+    """The printed text of an array: its elements, bounded like ``_Text`` (an array of arrays of
+    empty arrays prints nothing yet may hold exponentially many, hence the clock check per array)."""
+
+    __slots__ = ()
+
+    def write(self, v: Value) -> None:
+        for item in paced(v, self.budget):
+            if isinstance(item, str):
+                self._add(item)
+            elif isinstance(item, (int, float)):
+                self._add(as_string(item))
+            elif isinstance(item, (list, tuple)):
+                self.write(item)
 
 
 def _trunc(x: int | float) -> int:
@@ -148,9 +211,9 @@ def _trunc(x: int | float) -> int:
 
 def _hashable(v: Value) -> bool:
     if isinstance(v, (list, tuple)):
-        return all(_immutable_hashable(x) for x in v)
+        return all(_immutable_hashable(x) for x in paced(v, current_budget()))
     if isinstance(v, dict):
-        return all(_immutable_hashable(x) for x in v.values())
+        return all(_immutable_hashable(x) for x in paced(v.values(), current_budget()))
     return True
 
 
@@ -160,7 +223,8 @@ def _immutable_hashable(v: Value) -> bool:
     if isinstance(v, (list, dict)):
         return False
     if isinstance(v, tuple):
-        return all(_immutable_hashable(x) for x in v)
+        # paced: tuples may nest shared tuples exponentially deep
+        return all(_immutable_hashable(x) for x in paced(v, current_budget()))
     return True
 
 
@@ -180,11 +244,13 @@ def equal(a: Value, b: Value) -> bool:
             return False
         if not (_hashable(a) and _hashable(b)):
             return False
-        return all(equal(x, y) for x, y in zip(a, b, strict=True))
+        # paced: nested containers check the clock themselves, scalars are cheap
+        return all(equal(x, y) for x, y in paced(zip(a, b, strict=True), current_budget()))
     if isinstance(a, dict) and isinstance(b, dict):
         if len(a) != len(b) or not (_hashable(a) and _hashable(b)):
             return False
-        return all(equal(ka, kb) and equal(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True))
+        pairs = paced(zip(a.items(), b.items(), strict=True), current_budget())
+        return all(equal(ka, kb) and equal(va, vb) for (ka, va), (kb, vb) in pairs)
     return a is b
 
 

@@ -80,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with OracleClient(args.oracle, cache=not args.no_cache) as oracle:
         corpus = build_corpus(oracle, llama_cpp, models, templates)
+    if models and templates is None:
+        from .server_e2e import add_server_e2e_cases
+
+        # listed only: llama-server is asked once llamact has a runner for the row (issue 12)
+        add_server_e2e_cases(corpus, models, llama_cpp, with_answers=False)
     built = time.perf_counter() - started
     runners = ModelRunners(models) if models else None
     try:

@@ -8,7 +8,6 @@ as an error result, compared with the oracle's error answers.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ class Component:
     runner: Runner | None = None
     # A deliberate deviation (DESIGN.md "Deviations") is counted apart, never as equal.
     is_deviation: Callable[[Case, Json], bool] | None = None
+    # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different".
+    judge: Callable[[Case, Json], str] | None = None
 
     @property
     def implemented(self) -> bool:
@@ -115,7 +116,8 @@ def _peg_arena_runner(case: Case) -> Json:
 
 class ChatParseRunners:
     """The chat_parse and msg_diffs runners. Parses are fresh (one compiled parser per arena);
-    diffs replay each stream as the server does, through one resumable ChatOutputParser."""
+    diffs replay each stream as the server does, through llamact's ChatStreamParser in upstream
+    mode (resumable parse, stable ids, upstream's diffs)."""
 
     def __init__(self, corpus: Corpus | None) -> None:
         self._compiled: dict[int, tuple[Json, Any]] = {}
@@ -169,29 +171,31 @@ class ChatParseRunners:
         return self._replays[stream][(case.input["end"], case.input["is_partial"])]
 
     def _replay(self, inp: Json) -> dict[tuple[int, bool], Json]:
-        from ..chat.diffs import ChatDiffError, compute_diffs, set_tool_call_ids
-        from ..chat.messages import ChatMessage
-        from ..chat.output_parser import ChatOutputParser, ChatParseError
+        """The stream through llamact's ChatStreamParser in upstream mode, one character (one
+        UTF-8-safe prefix) at a time from the empty text, then finished."""
+        from ..chat.diffs import ChatDiffError
+        from ..chat.output_parser import ChatParseError
+        from ..chat.streaming import ChatStreamParser
+        from .stream_replay import counter_ids, delta_json, template_result
 
-        parser = ChatOutputParser(self._compile(inp.get("parser")), inp["format"], inp.get("generation_prompt") or "")
-        data = inp["text"].encode("utf-8")
-        previous, counter = ChatMessage(), itertools.count()  # ids as the oracle makes them
-        ids: list[str] = []
+        result = template_result({"parser": inp.get("parser"), "format": inp["format"],
+                                  "generation_prompt": inp.get("generation_prompt") or ""})
+        stream = ChatStreamParser(result, upstream_compat=True, tool_call_id=counter_ids())  # ids as the oracle's
+        text = inp["text"]
         out: dict[tuple[int, bool], Json] = {}
-        steps = [(end, True) for end in range(len(data) + 1) if end == len(data) or data[end] & 0xC0 != 0x80]
-        for end, partial in steps + [(len(data), False)]:
+        end = 0
+        for piece in [""] + list(text) + [None]:
+            if piece is not None:
+                end += len(piece.encode("utf-8"))
+            key = (end, piece is not None)
             try:
-                message = parser.parse(data[:end].decode("utf-8"), partial)
+                deltas = stream.feed(piece) if piece is not None else stream.finish("eog")
             except ChatParseError:
                 continue
-            if message.empty():
-                continue
-            set_tool_call_ids(message, ids, lambda: f"call_{next(counter)}")
-            prev, previous = previous, message
-            try:
-                out[(end, partial)] = [d.to_dict() for d in compute_diffs(prev, message)]
             except ChatDiffError as exc:
-                out[(end, partial)] = {"error": {"kind": "diff", "message": exc.message}}
+                out[key] = {"error": {"kind": "diff", "message": exc.message}}
+                continue
+            out[key] = [delta_json(d) for d in deltas]
         return out
 
 
@@ -211,10 +215,29 @@ def _jinja_runner(case: Case) -> Json:
     return render(case.input["template"], case.input["context"], now=ORACLE_NOW, source_name=case.id)
 
 
+def _chat_apply_runner(case: Case) -> Json:
+    from .apply_runner import apply_request
+
+    return apply_request(case.input, ORACLE_NOW)
+
+
+def _template_render_runner(case: Case) -> Json:
+    return {"prompt": _chat_apply_runner(case)["prompt"]}
+
+
 def _caps_runner(case: Case) -> Json:
     from ..jinja.caps import template_caps
 
     return template_caps(case.input["template"]).to_map()
+
+
+def _autoparser_analysis_runner(case: Case) -> Json:
+    from ..chat.autoparser.analysis import analyze_template
+    from ..chat.templates import load_chat_templates
+
+    inp = case.input
+    tmpl = load_chat_templates(inp["template"], bos_token=inp["bos_token"], eos_token=inp["eos_token"]).default
+    return analyze_template(tmpl).to_json()
 
 
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
@@ -226,8 +249,10 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
                   _jinja_runner),
         Component("caps", "template capability maps, every vendored template", _caps_runner),
-        Component("template_render", "prompts: every template x the scenario matrix"),
-        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)"),
+        Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
+        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner),
+        Component("autoparser_analysis", "the autoparser's differential analysis of every template (whole struct)",
+                  _autoparser_analysis_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",
@@ -241,4 +266,7 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
                   model_runners.tokenize if model_runners else None),
         Component("generate_greedy", "greedy generation with the real models, token for token",
                   model_runners.generate_greedy if model_runners else None),
+        # runner: engine.create() answering a server_e2e case as a ChatAnswer's JSON (issue 12);
+        # judge: lambda case, got: server_e2e.judge(case, got).kind
+        Component("server_e2e", "llama-server itself vs engine.create(): tokens, chunks, messages", None),
     ]

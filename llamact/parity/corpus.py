@@ -125,6 +125,14 @@ def _template_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus
     return answers
 
 
+def _analysis_case(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> None:
+    """autoparser_analysis: upstream's differential analysis of the template (op ``analyze``), with
+    the special tokens chat_apply sees; it runs on any template, specialized families included."""
+    request = {"template": source, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN}
+    corpus.add(Case("autoparser_analysis", f"autoparser_analysis/{name}", name, request,
+                    _answer(oracle.request("analyze", **request))))
+
+
 def _template_jinja_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> None:
     """template_jinja: the template rendered directly (oracle op ``jinja_render``), every scenario.
 
@@ -325,6 +333,7 @@ def build_corpus(
             progress(path.stem)
         source = path.read_text(encoding="utf-8")
         _template_cases(oracle, path.stem, source, corpus)
+        _analysis_case(oracle, path.stem, source, corpus)
         _parse_cases(oracle, path.stem, source, corpus)
     if models:
         _model_cases(oracle, models, corpus)

@@ -95,7 +95,7 @@ class Scenario:
     json_schema: Json = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
-    chat_template_kwargs: dict[str, str] = field(default_factory=dict)
+    chat_template_kwargs: dict[str, Json] = field(default_factory=dict)  # JSON values
 
     def inputs(self) -> Json:
         """The request's ``inputs`` object (deep-copied so callers may not alias the data)."""
@@ -108,7 +108,7 @@ class Scenario:
             "enable_thinking": self.enable_thinking,
             "add_generation_prompt": self.add_generation_prompt,
             "continue_final_message": self.continue_final_message,
-            "chat_template_kwargs": dict(self.chat_template_kwargs),
+            "chat_template_kwargs": copy.deepcopy(self.chat_template_kwargs),
         }
         if self.json_schema is not None:
             out["json_schema"] = copy.deepcopy(self.json_schema)
@@ -169,6 +169,23 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario("no_generation_prompt", [SYSTEM, USER, ASSISTANT], add_generation_prompt=False),
     Scenario("unicode", [UNICODE_USER]),
+    Scenario("developer_role", [{"role": "developer", "content": "Answer in French."}, USER]),
+    Scenario("reasoning_effort", [USER], reasoning_format="deepseek",
+             chat_template_kwargs={"reasoning_effort": "high"}),
+    Scenario(
+        "preserve_reasoning",
+        [USER, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Check the forecast."}, USER_2],
+        reasoning_format="deepseek",
+        chat_template_kwargs={"preserve_reasoning": True},
+    ),
+    Scenario("response_format_with_tools", [USER], tools=TOOLS, json_schema=RESPONSE_SCHEMA),
+    Scenario(
+        "continue_reasoning",
+        [USER, {"role": "assistant", "content": "", "reasoning_content": "The user asks about"}],
+        reasoning_format="deepseek",
+        add_generation_prompt=False,
+        continue_final_message=True,
+    ),
 ]
 
 

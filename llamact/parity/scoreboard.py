@@ -56,6 +56,16 @@ def score_component(component: Component, cases: list[Case], max_differences: in
         if component.is_deviation is not None and component.is_deviation(case, got):
             row.deviation += 1
             continue
+        if component.judge is not None:   # it judges an error answer too
+            verdict = component.judge(case, got)
+            if verdict == "equal":
+                row.equal += 1
+            elif verdict == "deviation":
+                row.deviation += 1
+            else:
+                row.different += 1
+                _record(row, case, got, max_differences)
+            continue
         if case.oracle_error:
             # a runner may answer an error as data, to have its message compared too
             if raised is not None or _same(case.expected, got):
@@ -86,7 +96,7 @@ def score(corpus: Corpus, components: list[Component]) -> list[Row]:
 
 
 def render_table(rows: list[Row]) -> str:
-    header = f"{'component':<17}{'cases':>8}{'equal':>8}{'diff':>8}{'error':>8}{'deviation':>11}  status"
+    header = f"{'component':<21}{'cases':>8}{'equal':>8}{'diff':>8}{'error':>8}{'deviation':>11}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         if r.not_implemented:
@@ -97,7 +107,7 @@ def render_table(rows: list[Row]) -> str:
             pct = 100.0 * r.equal / measured if measured else 100.0
             status = f"{pct:.1f}% equal"
             counts = f"{r.cases:>8}{r.equal:>8}{r.different:>8}{r.error:>8}{r.deviation:>11}"
-        lines.append(f"{r.component:<17}{counts}  {status}")
+        lines.append(f"{r.component:<21}{counts}  {status}")
     return "\n".join(lines)
 
 

@@ -263,8 +263,15 @@ class ParserBuilder:
         are evaluated right to left; the sequences are then made left to right, a ``str`` part
         becoming its literal just before the sequence that takes it (inside the operator).
         """
+        return self._chain_rtl(parts, lambda a, b: a + b)
+
+    def alt_rtl(self, *parts: Operand) -> P:
+        """``parts[0] | parts[1] | ...`` evaluated as GCC evaluates it (see :meth:`seq_rtl`)."""
+        return self._chain_rtl(parts, lambda a, b: a | b)
+
+    def _chain_rtl(self, parts: tuple[Operand, ...], combine: Callable[[Any, Any], P]) -> P:
         if not parts or all(isinstance(part, str) for part in parts[:2]):
-            raise PegArenaError("a + chain needs a parser among its first two operands")
+            raise PegArenaError("an operator chain needs a parser among its first two operands")
         values: list[P | None] = [None] * len(parts)
         for k in range(len(parts) - 1, -1, -1):
             part = parts[k]
@@ -275,12 +282,12 @@ class ParserBuilder:
             part, value = parts[k], values[k]
             if first is None:  # "s" + p: the free operator makes the literal after p
                 assert value is not None
-                first = str(parts[0]) + value
+                first = combine(str(parts[0]), value)
             elif isinstance(part, str):
-                first = first + part
+                first = combine(first, part)
             else:
                 assert value is not None
-                first = first + value
+                first = combine(first, value)
         assert first is not None
         return first
 

@@ -67,6 +67,13 @@ def test_viable_prefixes_and_matched_length() -> None:
     assert dead.matched_length("ab") == 0
 
 
+def test_sentence_prefixes() -> None:
+    a = acceptor('root ::= "a" "b"* ("c" | "cd")?')
+    assert a.sentence_prefixes("abbcd!") == [1, 2, 3, 4, 5]
+    assert a.sentence_prefixes("xa") == []
+    assert acceptor('root ::= "a"?').sentence_prefixes("aa") == [0, 1]
+
+
 def test_other_start_rule() -> None:
     a = acceptor('start ::= "s" x\nx ::= "x"', root="start")
     assert a.accepts("sx")

@@ -20,6 +20,8 @@
 #include "log.h"
 #include "peg-parser.h"
 #include "chat-peg-parser.h"
+#include "chat-auto-parser.h"
+#include "chat-auto-parser-helpers.h"
 
 #include "jinja/caps.h"
 #include "jinja/lexer.h"
@@ -43,6 +45,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -507,6 +510,35 @@ static ojson op_chat_apply(const ojson & req) {
     return params_to_json(common_chat_templates_apply(tmpls.get(), inputs));
 }
 
+// For benchmarks: upstream's cost of a request, timed in-process. `init_us`: a fresh
+// common_chat_templates_init (compile + caps probing) per iteration; `apply_us`: apply on templates
+// initialised once, as llama-server does per request (the autoparser's analysis included).
+static ojson op_chat_apply_timing(const ojson & req) {
+    const std::string src = req_string(req, "template");
+    const int64_t iterations = opt_int(req, "iterations", 5);
+    if (iterations < 1 || iterations > 10000) {
+        throw bad_request("need 1 <= 'iterations' <= 10000");
+    }
+    const auto inputs = inputs_from_json(require(req, "inputs"));
+    const std::string bos = opt_string(req, "bos_token", "");
+    const std::string eos = opt_string(req, "eos_token", "");
+    using clock = std::chrono::steady_clock;
+    ojson init_us = ojson::array();
+    ojson apply_us = ojson::array();
+    size_t checksum = 0;
+    auto kept = common_chat_templates_init(nullptr, src, bos, eos);
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto t0 = clock::now();
+        auto tmpls = common_chat_templates_init(nullptr, src, bos, eos);
+        init_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        const auto t1 = clock::now();
+        const auto params = common_chat_templates_apply(kept.get(), inputs);
+        apply_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t1).count());
+        checksum += params.prompt.size() + params.grammar.size() + params.parser.size();
+    }
+    return {{"init_us", init_us}, {"apply_us", apply_us}, {"checksum", checksum}};
+}
+
 static ojson op_chat_parse(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -521,8 +553,17 @@ static ojson op_chat_parse(const ojson & req) {
     return msg_to_json(common_chat_parse(text, opt_bool(req, "is_partial", false), params));
 }
 
+// This thread's CPU time in microseconds: unlike the wall clock, not inflated when other processes
+// share the cores (benchmarks compare it with Python's time.thread_time()).
+static double thread_cpu_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 // Upstream's parse cost for a stream: common_chat_parse on each given prefix end (partial), and
-// the whole text (final), timed with a monotonic clock; prefix ends are byte offsets.
+// the whole text (final), timed with a monotonic clock (`step_us`, `full_us`) and in thread CPU
+// time (`step_cpu_us`); prefix ends are byte offsets.
 static ojson op_chat_parse_timing(const ojson & req) {
     common_chat_parser_params params;
     params.format            = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -532,12 +573,15 @@ static ojson op_chat_parse_timing(const ojson & req) {
     const ojson ends = require(req, "ends");
     using clock = std::chrono::steady_clock;
     ojson step_us = ojson::array();
+    ojson step_cpu_us = ojson::array();
     size_t checksum = 0;
     for (const auto & e : ends) {
         const size_t end = std::min<size_t>(e.get<size_t>(), text.size());
+        const double c0 = thread_cpu_us();
         const auto t0 = clock::now();
         const common_chat_msg msg = common_chat_parse(text.substr(0, end), true, params);
         step_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        step_cpu_us.push_back(thread_cpu_us() - c0);
         checksum += msg.content.size() + msg.reasoning_content.size() + msg.tool_calls.size();
     }
     ojson full_us = ojson::array();
@@ -547,7 +591,7 @@ static ojson op_chat_parse_timing(const ojson & req) {
         full_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
         checksum += msg.content.size();
     }
-    return {{"step_us", step_us}, {"full_us", full_us}, {"checksum", checksum}};
+    return {{"step_us", step_us}, {"step_cpu_us", step_cpu_us}, {"full_us", full_us}, {"checksum", checksum}};
 }
 
 static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
@@ -568,6 +612,8 @@ static ojson diffs_to_json(const std::vector<common_chat_msg_diff> & diffs) {
 // UTF-8-safe prefix at a time, each prefix is parsed partially (the whole text finally not), tool
 // calls get stable ids ("call_<n>" here, random upstream) and each step's diffs against the
 // previous message are computed. One request instead of one per prefix keeps corpora cheap.
+// Optional "ends": the byte offsets (ascending) where the text is parsed, as tokens would cut it;
+// by default every UTF-8-safe offset from 0.
 static ojson op_chat_parse_stream(const ojson & req) {
     common_chat_parser_params params;
     params.format               = format_from_name(opt_string(req, "format", common_chat_format_name(COMMON_CHAT_FORMAT_CONTENT_ONLY)));
@@ -581,15 +627,31 @@ static ojson op_chat_parse_stream(const ojson & req) {
     size_t next_id = 0;
     auto gen_id = [&next_id]() { return "call_" + std::to_string(next_id++); };
 
-    ojson steps = ojson::array();
-    for (size_t end = 0; end <= text.size(); end++) {
-        const bool at_boundary = end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80;
-        if (!at_boundary) {
-            continue;
+    std::vector<size_t> ends;
+    if (req.contains("ends")) {
+        for (const auto & e : require(req, "ends")) {
+            if (!e.is_number_unsigned() || e.get<size_t>() > text.size() || (!ends.empty() && e.get<size_t>() < ends.back())) {
+                throw bad_request("'ends' must be ascending byte offsets within 'text'");
+            }
+            ends.push_back(e.get<size_t>());
         }
+        if (ends.empty() || ends.back() != text.size()) {
+            ends.push_back(text.size());
+        }
+    } else {
+        for (size_t end = 0; end <= text.size(); end++) {
+            if (end == text.size() || (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80) {
+                ends.push_back(end);
+            }
+        }
+    }
+
+    ojson steps = ojson::array();
+    for (size_t i = 0; i < ends.size(); i++) {
+        const size_t end = ends[i];
         for (const bool is_partial : {true, false}) {
-            if (!is_partial && end != text.size()) {
-                continue;
+            if (!is_partial && i + 1 != ends.size()) {
+                continue;  // the final parse once, at the whole text
             }
             ojson step = {{"end", end}, {"is_partial", is_partial}};
             common_chat_msg msg;
@@ -889,6 +951,288 @@ static ojson op_generate_greedy(const ojson & req) {
     return {{"prompt_tokens", prompt}, {"tokens", out}, {"text", text}, {"stop", stop}};
 }
 
+// --- the differential autoparser's analysis (chat-diff-analyzer.cpp) ------------------------------
+
+template <typename T>
+static std::string enum_name(const T & value) {
+    std::ostringstream os;
+    os << value;  // upstream's own operator<< (chat-auto-parser.h)
+    return os.str();
+}
+
+// The template exactly as chat_apply analyses it: through common_chat_templates_init (source
+// patches included), the default template.
+static common_chat_templates_ptr templates_from_request(const ojson & req) {
+    return common_chat_templates_init(nullptr, req_string(req, "template"), opt_string(req, "bos_token", ""),
+                                      opt_string(req, "eos_token", ""));
+}
+
+// upstream's struct autoparser in the shape of llamact's AutoparserAnalysis.to_json() (same keys, same order)
+static ojson analysis_to_json(const autoparser::autoparser & a) {
+    ojson caps = ojson::object();
+    for (const auto & [key, value] : a.jinja_caps.to_map()) {
+        caps[key] = value;
+    }
+    const auto & f = a.tools.format;
+    const auto & fn = a.tools.function;
+    const auto & args = a.tools.arguments;
+    const auto & id = a.tools.call_id;
+    return {
+        {"jinja_caps", caps},
+        {"user_start", a.user_start},
+        {"assistant_start", a.assistant_start},
+        {"reasoning", {{"mode", enum_name(a.reasoning.mode)}, {"start", a.reasoning.start}, {"end", a.reasoning.end}}},
+        {"content", {{"mode", enum_name(a.content.mode)}, {"start", a.content.start}, {"end", a.content.end},
+                     {"requires_nonnull_content", a.content.requires_nonnull_content}}},
+        {"tools", {
+            {"format", {{"mode", enum_name(f.mode)}, {"section_start", f.section_start}, {"section_end", f.section_end},
+                        {"per_call_start", f.per_call_start}, {"per_call_end", f.per_call_end},
+                        {"fun_name_is_key", f.fun_name_is_key}, {"tools_array_wrapped", f.tools_array_wrapped},
+                        {"openai_wrapper_trigger", f.openai_wrapper_trigger}, {"function_field", f.function_field},
+                        {"name_field", f.name_field}, {"args_field", f.args_field}, {"id_field", f.id_field},
+                        {"gen_id_field", f.gen_id_field}, {"parameter_order", f.parameter_order}}},
+            {"function", {{"name_prefix", fn.name_prefix}, {"name_suffix", fn.name_suffix},
+                          {"args_separator", fn.args_separator}, {"close", fn.close}}},
+            {"arguments", {{"start", args.start}, {"end", args.end}, {"name_prefix", args.name_prefix},
+                           {"name_suffix", args.name_suffix}, {"value_prefix", args.value_prefix},
+                           {"value_suffix", args.value_suffix}, {"separator", args.separator},
+                           {"tolerate_intertag_whitespace", args.tolerate_intertag_whitespace}}},
+            {"call_id", {{"pos", enum_name(id.pos)}, {"prefix", id.prefix}, {"suffix", id.suffix}}},
+        }},
+        {"analysis_complete", a.analysis_complete},
+        {"preserved_tokens", a.preserved_tokens},
+        {"additional_stops", a.additional_stops},
+    };
+}
+
+// autoparser::analyze_template on the template; upstream's exceptions come back as error data.
+static ojson op_analyze(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    autoparser::autoparser analysis;
+    analysis.analyze_template(*tmpls->template_default);
+    return analysis_to_json(analysis);
+}
+
+// The inverse of analysis_to_json (a field left out keeps upstream's default).
+template <typename E>
+static E enum_from_name(const ojson & obj, const char * key, E def, std::initializer_list<E> values) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        return def;
+    }
+    if (!it->is_string()) {
+        throw bad_request(std::string("field '") + key + "' must be a string");
+    }
+    for (E value : values) {
+        if (enum_name(value) == it->get<std::string>()) {
+            return value;
+        }
+    }
+    throw bad_request(std::string("field '") + key + "' has an unknown value: " + it->get<std::string>());
+}
+
+static const ojson & opt_object(const ojson & obj, const char * key) {
+    static const ojson empty = ojson::object();
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        return empty;
+    }
+    if (!it->is_object()) {
+        throw bad_request(std::string("field '") + key + "' must be an object");
+    }
+    return *it;
+}
+
+static autoparser::autoparser analysis_from_json(const ojson & j) {
+    using namespace autoparser;
+    autoparser::autoparser a;
+    const ojson & caps = opt_object(j, "jinja_caps");
+    const std::pair<const char *, bool *> flags[] = {
+        {"supports_tools", &a.jinja_caps.supports_tools},
+        {"supports_tool_calls", &a.jinja_caps.supports_tool_calls},
+        {"supports_system_role", &a.jinja_caps.supports_system_role},
+        {"supports_parallel_tool_calls", &a.jinja_caps.supports_parallel_tool_calls},
+        {"supports_preserve_reasoning", &a.jinja_caps.supports_preserve_reasoning},
+        {"supports_reasoning_effort", &a.jinja_caps.supports_reasoning_effort},
+        {"supports_string_content", &a.jinja_caps.supports_string_content},
+        {"supports_typed_content", &a.jinja_caps.supports_typed_content},
+        {"supports_object_arguments", &a.jinja_caps.supports_object_arguments},
+    };
+    for (const auto & [key, dst] : flags) {
+        *dst = opt_bool(caps, key, *dst);
+    }
+    a.user_start      = opt_string(j, "user_start", "");
+    a.assistant_start = opt_string(j, "assistant_start", "");
+    const ojson & r = opt_object(j, "reasoning");
+    a.reasoning.mode  = enum_from_name(r, "mode", reasoning_mode::NONE,
+                                       {reasoning_mode::NONE, reasoning_mode::TAG_BASED, reasoning_mode::TOOLS_ONLY});
+    a.reasoning.start = opt_string(r, "start", "");
+    a.reasoning.end   = opt_string(r, "end", "");
+    const ojson & c = opt_object(j, "content");
+    a.content.mode  = enum_from_name(c, "mode", content_mode::PLAIN,
+                                     {content_mode::PLAIN, content_mode::ALWAYS_WRAPPED, content_mode::WRAPPED_WITH_REASONING});
+    a.content.start = opt_string(c, "start", "");
+    a.content.end   = opt_string(c, "end", "");
+    a.content.requires_nonnull_content = opt_bool(c, "requires_nonnull_content", false);
+    const ojson & t = opt_object(j, "tools");
+    const ojson & f = opt_object(t, "format");
+    auto & fmt = a.tools.format;
+    fmt.mode = enum_from_name(f, "mode", tool_format::NONE, {tool_format::NONE, tool_format::JSON_NATIVE,
+                                                              tool_format::TAG_WITH_JSON, tool_format::TAG_WITH_TAGGED});
+    fmt.section_start          = opt_string(f, "section_start", "");
+    fmt.section_end            = opt_string(f, "section_end", "");
+    fmt.per_call_start         = opt_string(f, "per_call_start", "");
+    fmt.per_call_end           = opt_string(f, "per_call_end", "");
+    fmt.fun_name_is_key        = opt_bool(f, "fun_name_is_key", false);
+    fmt.tools_array_wrapped    = opt_bool(f, "tools_array_wrapped", false);
+    fmt.openai_wrapper_trigger = opt_bool(f, "openai_wrapper_trigger", false);
+    fmt.function_field         = opt_string(f, "function_field", fmt.function_field);
+    fmt.name_field             = opt_string(f, "name_field", fmt.name_field);
+    fmt.args_field             = opt_string(f, "args_field", fmt.args_field);
+    fmt.id_field               = opt_string(f, "id_field", "");
+    fmt.gen_id_field           = opt_string(f, "gen_id_field", "");
+    fmt.parameter_order        = opt_strings(f, "parameter_order");
+    const ojson & fn = opt_object(t, "function");
+    a.tools.function.name_prefix    = opt_string(fn, "name_prefix", "");
+    a.tools.function.name_suffix    = opt_string(fn, "name_suffix", "");
+    a.tools.function.args_separator = opt_string(fn, "args_separator", "");
+    a.tools.function.close          = opt_string(fn, "close", "");
+    const ojson & args = opt_object(t, "arguments");
+    auto & arg = a.tools.arguments;
+    arg.start        = opt_string(args, "start", "");
+    arg.end          = opt_string(args, "end", "");
+    arg.name_prefix  = opt_string(args, "name_prefix", "");
+    arg.name_suffix  = opt_string(args, "name_suffix", "");
+    arg.value_prefix = opt_string(args, "value_prefix", "");
+    arg.value_suffix = opt_string(args, "value_suffix", "");
+    arg.separator    = opt_string(args, "separator", "");
+    arg.tolerate_intertag_whitespace = opt_bool(args, "tolerate_intertag_whitespace", false);
+    const ojson & id = opt_object(t, "call_id");
+    a.tools.call_id.pos    = enum_from_name(id, "pos", call_id_position::NONE,
+                                            {call_id_position::NONE, call_id_position::PRE_FUNC_NAME,
+                                             call_id_position::BETWEEN_FUNC_AND_ARGS, call_id_position::POST_ARGS});
+    a.tools.call_id.prefix = opt_string(id, "prefix", "");
+    a.tools.call_id.suffix = opt_string(id, "suffix", "");
+    a.analysis_complete = opt_bool(j, "analysis_complete", false);
+    a.preserved_tokens  = opt_strings(j, "preserved_tokens");
+    a.additional_stops  = opt_strings(j, "additional_stops");
+    return a;
+}
+
+// peg_generator::generate_parser on the template with a given analysis (any shape, not only what a
+// template's analysis finds) and generation_params as the apply pipeline hands them over
+// (messages/tools as OpenAI JSON, continuation already resolved); the result as chat_apply's.
+static ojson op_autoparser_generate(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    const auto analysis = analysis_from_json(require(req, "analysis"));
+    const ojson & in = require(req, "params");
+    autoparser::generation_params params;
+    params.messages = to_common(require(in, "messages"));
+    auto tools = in.find("tools");
+    if (tools != in.end() && !tools->is_null()) {
+        params.tools = to_common(*tools);
+    }
+    params.tool_choice = common_chat_tool_choice_parse_oaicompat(opt_string(in, "tool_choice", "auto"));
+    auto schema = in.find("json_schema");
+    if (schema != in.end() && !schema->is_null()) {
+        params.json_schema = to_common(*schema);
+    }
+    params.parallel_tool_calls   = opt_bool(in, "parallel_tool_calls", false);
+    params.reasoning_format      = common_reasoning_format_from_name(opt_string(in, "reasoning_format", "none"));
+    params.enable_thinking       = opt_bool(in, "enable_thinking", true);
+    params.add_generation_prompt = opt_bool(in, "add_generation_prompt", true);
+    auto cont = in.find("continue_final_message");
+    if (cont != in.end() && !cont->is_null()) {
+        params.continue_final_message = common_chat_continuation_parse(to_common(*cont));
+        params.continue_msg           = msg_from_json(require(in, "continue_msg"));
+    }
+    params.extra_context = to_common(opt_object(in, "extra_context"));
+    return params_to_json(autoparser::peg_generator::generate_parser(*tmpls->template_default, params, analysis));
+}
+
+// For benchmarks: the analysis `iterations` times on one compiled template, each timed in-process.
+static ojson op_analyze_timing(const ojson & req) {
+    const auto tmpls = templates_from_request(req);
+    const int64_t iterations = opt_int(req, "iterations", 5);
+    if (iterations < 1 || iterations > 10000) {
+        throw bad_request("need 1 <= 'iterations' <= 10000");
+    }
+    using clock = std::chrono::steady_clock;
+    ojson us = ojson::array();
+    for (int64_t i = 0; i < iterations; i++) {
+        const auto t0 = clock::now();
+        autoparser::autoparser analysis;
+        analysis.analyze_template(*tmpls->template_default);
+        us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    }
+    return {{"analysis_us", us}};
+}
+
+static ojson diff_split_to_json(const diff_split & d) {
+    return {{"prefix", d.prefix}, {"suffix", d.suffix}, {"left", d.left}, {"right", d.right}};
+}
+
+static ojson segments_to_json(const std::vector<segment> & segs) {
+    ojson out = ojson::array();
+    for (const auto & seg : segs) {
+        out.push_back({{"type", enum_name(seg.type)}, {"value", seg.value}});
+    }
+    return out;
+}
+
+// The analysis' pure string helpers (chat-auto-parser-helpers.h), by name.
+static ojson op_autoparser_helper(const ojson & req) {
+    const std::string helper = req_string(req, "helper");
+    if (helper == "calculate_diff_split") {
+        return diff_split_to_json(calculate_diff_split(req_string(req, "left"), req_string(req, "right")));
+    }
+    if (helper == "until_common_prefix") {
+        return until_common_prefix(req_string(req, "full"), req_string(req, "left"), req_string(req, "right"));
+    }
+    if (helper == "after_common_suffix") {
+        return after_common_suffix(req_string(req, "full"), req_string(req, "left"), req_string(req, "right"));
+    }
+    if (helper == "segmentize_markers") {
+        return segments_to_json(segmentize_markers(req_string(req, "text")));
+    }
+    if (helper == "prune_whitespace_segments") {
+        return segments_to_json(prune_whitespace_segments(segmentize_markers(req_string(req, "text"))));
+    }
+    if (helper == "trim_whitespace") { return trim_whitespace(req_string(req, "text")); }
+    if (helper == "trim_leading_whitespace") { return trim_leading_whitespace(req_string(req, "text")); }
+    if (helper == "trim_trailing_whitespace") { return trim_trailing_whitespace(req_string(req, "text")); }
+    if (helper == "trim_trailing_newlines") { return trim_trailing_newlines(req_string(req, "text")); }
+    if (helper == "compare_variants") {
+        // template_params A and B as JSON: {messages, tools, add_generation_prompt, enable_thinking, extra_context}
+        const auto tmpls = templates_from_request(req);
+        auto params_from = [](const ojson & j) {
+            template_params p;
+            p.messages = to_common(require(j, "messages"));
+            auto tools = j.find("tools");
+            if (tools != j.end()) {
+                p.tools = to_common(*tools);
+            }
+            p.add_generation_prompt = opt_bool(j, "add_generation_prompt", false);
+            p.enable_thinking       = opt_bool(j, "enable_thinking", true);
+            auto extra = j.find("extra_context");
+            if (extra != j.end() && !extra->is_null()) {
+                p.extra_context = to_common(*extra);
+            }
+            return p;
+        };
+        const template_params a = params_from(require(req, "a"));
+        const template_params b = params_from(require(req, "b"));
+        const auto result = autoparser::compare_variants(*tmpls->template_default, a,
+                                                         [&](template_params & p) { p = b; });
+        if (!result) {
+            return nullptr;
+        }
+        return {{"diff", diff_split_to_json(result->diff)}, {"output_A", result->output_A},
+                {"output_B", result->output_B}};
+    }
+    throw bad_request("unknown autoparser helper '" + helper + "'");
+}
+
 using op_fn = ojson (*)(const ojson &);
 
 static const std::map<std::string, op_fn> & operations() {
@@ -898,6 +1242,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"jinja_render_timing", op_jinja_render_timing},
         {"caps", op_caps},
         {"chat_apply", op_chat_apply},
+        {"chat_apply_timing", op_chat_apply_timing},
         {"chat_parse", op_chat_parse},
         {"chat_parse_stream", op_chat_parse_stream},
         {"chat_parse_timing", op_chat_parse_timing},
@@ -907,6 +1252,10 @@ static const std::map<std::string, op_fn> & operations() {
         {"peg_parse", op_peg_parse},
         {"peg_parse_stream", op_peg_parse_stream},
         {"peg_build", op_peg_build},
+        {"analyze", op_analyze},
+        {"analyze_timing", op_analyze_timing},
+        {"autoparser_generate", op_autoparser_generate},
+        {"autoparser_helper", op_autoparser_helper},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
     };

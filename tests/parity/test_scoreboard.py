@@ -19,10 +19,10 @@ pytestmark = pytest.mark.parity
 
 SUBSET = ["Qwen-Qwen3-0.6B", "openai-gpt-oss-120b", "google-gemma-2-2b-it"]
 ALL_COMPONENTS = {
-    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_arena",
-    "peg_parse", "peg_grammar", "json_schema", "tokenize", "generate_greedy",
+    "jinja", "template_jinja", "caps", "template_render", "chat_apply", "autoparser_analysis", "chat_parse",
+    "msg_diffs", "peg_arena", "peg_parse", "peg_grammar", "json_schema", "tokenize", "generate_greedy", "server_e2e",
 }
-IMPLEMENTED = ALL_COMPONENTS - {"template_render", "chat_apply"}
+IMPLEMENTED = ALL_COMPONENTS - {"server_e2e"}
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,8 @@ def fresh_corpora(llama_cpp: Path) -> list[Corpus]:
 def test_corpus_is_deterministic_across_oracle_processes(fresh_corpora: list[Corpus]) -> None:
     first, second = fresh_corpora
     assert first.digest() == second.digest()
-    for component in ("caps", "template_render", "chat_apply", "chat_parse", "msg_diffs", "peg_arena", "peg_parse",
-                      "peg_grammar"):
+    for component in ("caps", "template_render", "chat_apply", "autoparser_analysis", "chat_parse", "msg_diffs",
+                      "peg_arena", "peg_parse", "peg_grammar"):
         assert first.cases.get(component), component
 
 
@@ -55,6 +55,7 @@ def test_full_corpus_covers_every_template_and_scenario(llama_cpp: Path, fresh_c
     assert len(templates) >= 70
     corpus = fresh_corpora[0]
     assert len(corpus.cases["caps"]) == len(templates)
+    assert len(corpus.cases["autoparser_analysis"]) == len(templates)
     assert len(corpus.cases["chat_apply"]) == len(templates) * len(SCENARIOS)
     streams = {c.input.get("stream") for c in corpus.cases["chat_parse"]}
     # every template whose outputs upstream can render contributes a parse stream per output
@@ -75,7 +76,7 @@ def test_scoreboard_command_over_the_full_corpus(tmp_path: Path, llama_cpp: Path
     proc = subprocess.run(
         [sys.executable, "-m", "llamact.parity", "--llama-cpp", str(llama_cpp),
          "--json", str(summary), "--report", str(report), "--corpus-out", str(tmp_path / "corpus")],
-        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        capture_output=True, text=True, cwd=tmp_path, timeout=3600,  # a hang guard, not a speed check
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = proc.stdout
@@ -104,6 +105,7 @@ def test_scoreboard_on_a_subset(tmp_path: Path, llama_cpp: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     components = json.loads((tmp_path / "s.json").read_text())["components"]
     assert components["chat_apply"]["cases"] == len(SUBSET) * len(SCENARIOS)
+    assert components["autoparser_analysis"]["cases"] == components["autoparser_analysis"]["equal"] == len(SUBSET)
     assert components["tokenize"]["cases"] == 0
 
 

@@ -1,0 +1,88 @@
+"""Deviation 4: reasoning trimmed per thought, escaped ``\\n`` / ``\\r`` decoded.
+
+Upstream concatenates the text of every reasoning node as parsed, so the whitespace before
+``</think>`` stays ("Plan it.\\n"). Here each thought (one ``reasoning`` node of the parse tree) is
+trimmed of C-locale whitespace on both ends, and, except for the Qwen3-Coder XML family, an escaped
+``\\n`` or ``\\r`` (backslash + letter) becomes a newline / carriage return first. Non-empty thoughts
+are joined by :data:`THOUGHT_SEPARATOR` (upstream glues them: "First. Second." reads "First.Second."
+once trimmed).
+
+Enters: the AST nodes of a parse (``ParseResult.nodes``) and the upstream message built from them.
+Leaves: the thoughts (raw texts), and the reasoning text as the final message carries it; for a
+stream, the part of a still-open thought that no later text can change (:func:`stable_open_thought`).
+Raises nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ...peg.ast import AstNode
+from ..peg_builder import CONTENT, REASONING, TOOL
+
+__all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "content_and_thoughts", "join_thoughts",
+           "stable_open_thought", "thoughts", "unescape"]
+
+#: what separates two thoughts once each is trimmed
+THOUGHT_SEPARATOR = "\n\n"
+#: C ``isspace`` in the "C" locale: upstream's notion of whitespace
+WHITESPACE = " \t\n\v\f\r"
+
+_ESCAPED = re.compile(r"\\[nr]")
+_DECODED = {"\\n": "\n", "\\r": "\r"}
+
+
+def unescape(text: str) -> str:
+    """``\\n`` -> newline, ``\\r`` -> carriage return (two-character escapes, left to right)."""
+    if "\\" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _DECODED[m.group()], text)
+
+
+def thoughts(nodes: Iterable[AstNode]) -> list[str]:
+    """The text of each reasoning node, in order (see :func:`content_and_thoughts`)."""
+    return content_and_thoughts(nodes)[1]
+
+
+def content_and_thoughts(nodes: Iterable[AstNode]) -> tuple[str, list[str]]:
+    """The content and the text of each reasoning node, found top-down as every mapper finds them
+    (a reasoning, content or tool node is not descended): what a stream shows, without mapping the
+    tool calls (the whole message is mapped once, at the end)."""
+    content: list[str] = []
+    out: list[str] = []
+    stack = list(nodes)
+    stack.reverse()
+    while stack:
+        node = stack.pop()
+        if not node.has_tags:
+            continue
+        tag = node.tag
+        if tag == REASONING:
+            out.append(node.sanitized_text())
+        elif tag == CONTENT:
+            content.append(node.sanitized_text())
+        elif tag != TOOL:
+            stack.extend(reversed(node.children))
+    return "".join(content), out
+
+
+def clean_thought(text: str, decode: bool) -> str:
+    """A finished thought: decoded (``decode``), then trimmed."""
+    return (unescape(text) if decode else text).strip(WHITESPACE)
+
+
+def join_thoughts(texts: Iterable[str]) -> str:
+    """Cleaned thoughts as one reasoning text (empty ones dropped)."""
+    return THOUGHT_SEPARATOR.join(t for t in texts if t)
+
+
+def stable_open_thought(text: str, decode: bool) -> str:
+    """The part of a thought still being written that the finished thought will start with: leading
+    whitespace dropped, trailing whitespace (and, when decoding, a trailing backslash that may start
+    an escape) held back."""
+    if decode:
+        if text.endswith("\\"):
+            text = text[:-1]  # it may pair with the next character
+        text = unescape(text)
+    return text.strip(WHITESPACE)

@@ -1,0 +1,140 @@
+"""The grammar of a forced tool call, derived from a family's own parser (DESIGN deviation 9).
+
+    call_only_arena(arena) -> Arena | None      the parser with no room left for content
+    call_only_grammar(arena) -> str | None      its GBNF (not lazy; begins where the family's does)
+
+Enters: the parser arena a family builds for ``tool_choice="required"`` with only the named tool
+(its root: the generation prompt, an optional or forced thought, content, then the call). Leaves:
+the same arena where content can only be whitespace, so that its grammar admits the generation
+prompt, the family's own thought (where it has one) and then the call, nothing else. None when no
+path of the arena produces a tool call (a template without a tool-call format).
+
+How: content is what the ``content`` tags match (the chat mappers read the message's content from
+them and from nothing else), so each ``content`` tag becomes the ``space`` rule (a little whitespace:
+templates put newlines between a thought and a call, and upstream's grammars read them as content).
+What only carried content goes too, so that no empty wrapper stays admissible: an alternative of a
+choice that reaches content but no tool call is dropped (GPT-OSS's preamble channel, "content or
+calls"), and an optional or repeated part in the same case becomes whitespace (Command R7B's
+``<|START_RESPONSE|>...<|END_RESPONSE|>``). Node ids are kept (replaced nodes keep their id), so
+rules and references stay valid. Calls are made one: a repetition of calls (parallel calls, "one or
+more") admits exactly one, the optional calls after a first one go. GBNF generation is upstream's
+(``peg.gbnf``) on the rewritten arena.
+Reading the output stays the family's own parser's job (built for all the tools, see named_tool.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from ..peg.arena import (
+    Ac,
+    And,
+    Arena,
+    Atomic,
+    Choice,
+    Epsilon,
+    Gbnf,
+    Not,
+    Parser,
+    Ref,
+    Repetition,
+    Rule,
+    Schema,
+    Sequence,
+    Space,
+    Tag,
+)
+from ..peg.gbnf import arena_to_gbnf
+from .peg_builder import CONTENT, TOOL, TOOL_NAME
+
+__all__ = ["call_only_arena", "call_only_grammar"]
+
+_TOOL_TAGS = frozenset({TOOL, TOOL_NAME})
+
+
+def _successors(arena: Arena, node: Parser) -> Iterator[int]:
+    if isinstance(node, (Sequence, Choice)):
+        yield from node.children
+    elif isinstance(node, (Repetition, And, Not, Tag, Atomic, Gbnf, Ac, Schema, Rule)):
+        yield node.child
+    elif isinstance(node, Ref) and node.name in arena.rules:
+        yield arena.rules[node.name]
+
+
+def _reaching(arena: Arena, is_target: Callable[[int, Parser], bool]) -> set[int]:
+    """Ids of the nodes from which a target node is reachable (targets included); a fixpoint,
+    since rules refer to each other (and to themselves) by name."""
+    found = {i for i, node in enumerate(arena.parsers) if is_target(i, node)}
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(arena.parsers):
+            if i not in found and any(s in found for s in _successors(arena, node)):
+                found.add(i)
+                changed = True
+    return found
+
+
+def _is_tool(_i: int, node: Parser) -> bool:
+    return isinstance(node, Tag) and node.tag in _TOOL_TAGS
+
+
+def _filter_choices(parsers: list[Parser], content_only: set[int]) -> bool:
+    """Drop the content-only alternatives of every choice that has others; whether any was dropped."""
+    changed = False
+    for i, node in enumerate(parsers):
+        if isinstance(node, Choice):
+            kept = tuple(c for c in node.children if c not in content_only)
+            if kept and len(kept) < len(node.children):
+                parsers[i] = replace(node, children=kept)
+                changed = True
+    return changed
+
+
+def _drop_optional_parts(parsers: list[Parser], content_only: set[int], removed: set[int]) -> bool:
+    """Make every optional (or zero-or-more) content-only part whitespace; whether any was."""
+    changed = False
+    for i, node in enumerate(parsers):
+        if isinstance(node, Repetition) and node.min_count == 0 and node.child in content_only:
+            parsers[i] = Space()
+            removed.add(i)
+            changed = True
+    return changed
+
+
+def _one_call(parsers: list[Parser], tool: set[int]) -> None:
+    """Repetitions of calls (parallel calls, "one or more") admit one: a mandatory repetition is made
+    exactly one, an optional one (the calls after the first) goes."""
+    for i, node in enumerate(parsers):
+        if isinstance(node, Repetition) and node.child in tool and node.max_count != 1:
+            parsers[i] = replace(node, min_count=1, max_count=1) if node.min_count > 0 else Epsilon()
+
+
+def call_only_arena(arena: Arena) -> Arena | None:
+    """``arena`` with its content taken out (see the module docstring); None when no path of it
+    produces a tool call."""
+    tool = _reaching(arena, _is_tool)
+    if arena.root not in tool:
+        return None
+    parsers = list(arena.parsers)
+    _one_call(parsers, tool)
+    removed = {i for i, node in enumerate(parsers) if isinstance(node, Tag) and node.tag == CONTENT}
+    for i in removed:
+        parsers[i] = Space()
+    # dropping a content-only alternative can make an enclosing part content-only: repeat until
+    # stable, choices first (an optional part holding a choice is judged after the choice is filtered)
+    while True:
+        current = Arena(tuple(parsers), arena.rules, arena.root)
+        content_only = _reaching(current, lambda i, _node: i in removed) - _reaching(current, _is_tool)
+        if _filter_choices(parsers, content_only):
+            continue
+        if not _drop_optional_parts(parsers, content_only, removed):
+            break
+    return Arena(tuple(parsers), dict(arena.rules), arena.root)
+
+
+def call_only_grammar(arena: Arena) -> str | None:
+    """The GBNF of :func:`call_only_arena` (the whole root, not lazy); None when there is no call."""
+    rewritten = call_only_arena(arena)
+    return None if rewritten is None else arena_to_gbnf(rewritten, lazy=False)

@@ -1,0 +1,135 @@
+"""A chat completion as a stream: the model's tokens in, ``ChatChunk`` deltas out (the engine's
+``create()``).
+
+    ChatStream(generation, result, parser, n_prompt)    iterate for ChatChunk values
+
+What enters: a running generation (``GenerationStream``: text pieces, then the stop reason and
+timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. What leaves:
+llama-server's sequence for a streamed chat completion -- a first chunk with the assistant role,
+one chunk per delta (content, thinking, tool calls), the final parse's deltas, then a chunk with
+the finish reason, usage and timings. In upstream mode the deltas are llama-server's own; by
+default DESIGN deviations 2-5 apply (see ``llamact.chat.streaming``). Raises what the parser
+raises (``ChatParseError`` when upstream's server would end the stream with an error); the
+generation is released however the stream ends (exhausted, closed, dropped).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+from ..chat.deltas import ChatDelta
+from ..chat.messages import ChatMessage
+from ..chat.result import ChatTemplateResult
+from ..chat.streaming import ChatStreamParser, gen_tool_call_id
+from .chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
+from .generator import GenerationChunk, Timings
+
+__all__ = ["ChatStream", "completion_id"]
+
+
+def completion_id() -> str:
+    """llama-server's ``gen_chatcmplid``: ``chatcmpl-`` and 32 random characters."""
+    return "chatcmpl-" + gen_tool_call_id()
+
+
+def _chunk(delta: ChatDelta) -> ChatChunk:
+    return ChatChunk(content=delta.content or None, thinking=delta.thinking or None, tool_calls=delta.tool_calls)
+
+
+class ChatStream:
+    """The chunks of one ``create()`` call. Iterate it, or use it as a context manager; ``close()``
+    stops the generation. After the end, ``message``, ``finish_reason``, ``usage`` and ``timings``
+    hold the whole reply, and ``completion()`` gives it as a ``ChatCompletion``."""
+
+    def __init__(self, generation: Any, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
+                 n_cached: int = 0, model: str = "") -> None:
+        self.result = result
+        self.id = completion_id()
+        self.created = int(time.time())
+        self.model = model
+        self._generation = generation
+        self._parser = parser
+        self._n_prompt = n_prompt
+        self._n_cached = n_cached
+        self.usage: Usage | None = None
+        self.timings: ChatTimings | None = None
+        self._chunks: Generator[ChatChunk, None, None] = self._run()
+
+    # -- iteration -------------------------------------------------------------------------------
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> ChatChunk:
+        try:
+            return next(self._chunks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._chunks.close()
+        self._generation.close()
+
+    def __enter__(self) -> ChatStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the reply -------------------------------------------------------------------------------
+
+    @property
+    def message(self) -> ChatMessage:
+        return self._parser.message
+
+    @property
+    def text(self) -> str:
+        """The model's raw output so far."""
+        return self._parser.text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._parser.finish_reason
+
+    def completion(self) -> ChatCompletion:
+        """Run the stream to its end (if it has not ended) and return the whole reply."""
+        for _ in self:
+            pass
+        if self.usage is None or self.timings is None or self.finish_reason is None:
+            from ..errors import LlamaInferenceException
+
+            raise LlamaInferenceException("the chat completion ended without its final chunk")
+        return ChatCompletion(self._parser.response_message, self.finish_reason, self.usage, self.timings,
+                              self.text, self.result.prompt)
+
+    def _run(self) -> Generator[ChatChunk, None, None]:
+        first = True
+        last: GenerationChunk | None = None
+        for piece in self._generation:
+            last = piece
+            if first:
+                first = False
+                yield ChatChunk(role="assistant")
+            if piece.stop_reason is not None:
+                break
+            if piece.text:
+                for delta in self._parser.feed(piece.text):
+                    yield _chunk(delta)
+        if last is None or last.stop_reason is None or last.timings is None:
+            return
+        if last.text:
+            for delta in self._parser.feed(last.text):
+                yield _chunk(delta)
+        for delta in self._parser.finish(last.stop_reason.value):
+            yield _chunk(delta)
+        self.usage, self.timings = self._accounting(last.timings)
+        yield ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings)
+
+    def _accounting(self, t: Timings) -> tuple[Usage, ChatTimings]:
+        usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=t.n_generated, cached_tokens=self._n_cached)
+        timings = ChatTimings(cache_n=self._n_cached, prompt_n=t.n_prompt, prompt_ms=t.prompt_ms,
+                              predicted_n=t.n_generated, predicted_ms=t.decode_ms)
+        return usage, timings

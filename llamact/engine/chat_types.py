@@ -1,0 +1,179 @@
+"""What ``LlamaEngine.create()`` hands out: streamed chunks and the collected completion.
+
+    ChatChunk         one step of a stream: content / thinking / tool-call deltas, and on the last
+                      chunk the finish reason, usage and timings; ``to_openai()`` is the exact JSON
+                      of an OpenAI ``chat.completion.chunk`` as llama-server emits it
+    ChatCompletion    the whole reply: message, finish reason, usage, timings; ``to_openai()`` is a
+                      ``chat.completion``
+    Usage, ChatTimings   llama-server's usage object and its ``timings`` (prompt_n, prompt_ms, ...)
+
+``ChatChunk`` is a NamedTuple for the same reason as ``GenerationChunk``: one is made per delta on
+the per-token path. The JSON shapes follow tools/server/server-task.cpp and server-chat.cpp
+(``server_chat_msg_diff_to_json_oaicompat``); the server only serialises them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from ..chat.deltas import ToolCallDelta
+from ..chat.messages import ChatMessage
+from ..chat.oai import message_to_json
+
+__all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "system_fingerprint"]
+
+Json = Any
+
+
+def system_fingerprint() -> str:
+    """llama-server's ``llama_build_info()``: ``b<build>-<commit>``."""
+    from .._build import build_info
+
+    info = build_info()["llama_cpp"]
+    return f"{info['build']}-{info['commit'][:8]}"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """OpenAI's usage object (``completion_tokens`` counts the end-of-generation token, as upstream)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_openai(self) -> Json:
+        return {"completion_tokens": self.completion_tokens, "prompt_tokens": self.prompt_tokens,
+                "total_tokens": self.total_tokens, "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+
+
+@dataclass(frozen=True)
+class ChatTimings:
+    """llama-server's ``timings``: prompt tokens evaluated (``cache_n`` reused from the cache),
+    generated tokens, and their times."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+
+    @property
+    def prompt_per_token_ms(self) -> float:
+        return self.prompt_ms / self.prompt_n if self.prompt_n else 0.0
+
+    @property
+    def prompt_per_second(self) -> float:
+        return 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms > 0 else 0.0
+
+    @property
+    def predicted_per_token_ms(self) -> float:
+        return self.predicted_ms / self.predicted_n if self.predicted_n else 0.0
+
+    @property
+    def predicted_per_second(self) -> float:
+        return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
+
+    def to_openai(self) -> Json:
+        return {"cache_n": self.cache_n, "prompt_n": self.prompt_n, "prompt_ms": self.prompt_ms,
+                "prompt_per_token_ms": self.prompt_per_token_ms, "prompt_per_second": self.prompt_per_second,
+                "predicted_n": self.predicted_n, "predicted_ms": self.predicted_ms,
+                "predicted_per_token_ms": self.predicted_per_token_ms,
+                "predicted_per_second": self.predicted_per_second}
+
+
+def _tool_call_json(delta: ToolCallDelta) -> Json:
+    call: Json = {"index": delta.index}
+    if delta.id:
+        call["id"] = delta.id
+        call["type"] = "function"
+    if delta.name or delta.arguments:
+        function: Json = {}
+        if delta.name:
+            function["name"] = delta.name
+        if delta.arguments:
+            function["arguments"] = delta.arguments
+        call["function"] = function
+    return call
+
+
+class ChatChunk(NamedTuple):
+    """One step of a ``create()`` stream. ``role`` is set on the first chunk only; ``finish_reason``
+    ("stop", "length", "tool_calls", "cancelled"), ``usage`` and ``timings`` on the last."""
+
+    content: str | None = None
+    thinking: str | None = None
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    timings: ChatTimings | None = None
+    role: str | None = None
+
+    def delta_json(self) -> Json:
+        """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""
+        if self.role is not None:
+            return {"role": self.role, "content": None}
+        delta: Json = {}
+        if self.thinking:
+            delta["reasoning_content"] = self.thinking
+        if self.content:
+            delta["content"] = self.content
+        if self.tool_calls:
+            delta["tool_calls"] = [_tool_call_json(c) for c in self.tool_calls]
+        return delta
+
+    def to_openai(self, completion_id: str, model: str, created: int, *, fingerprint: str | None = None,
+                  include_usage: bool = False) -> list[Json]:
+        """This chunk as llama-server streams it: one ``chat.completion.chunk``; the last chunk also
+        gives the usage chunk (``choices: []``) when ``include_usage``, and ``timings`` on the very last."""
+        fp = fingerprint if fingerprint is not None else system_fingerprint()
+        base = {"created": created, "id": completion_id, "model": model, "system_fingerprint": fp,
+                "object": "chat.completion.chunk"}
+        out = [{"choices": [{"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}], **base}]
+        if self.finish_reason is not None:
+            if include_usage and self.usage is not None:
+                out.append({"choices": [], **base, "usage": self.usage.to_openai()})
+            if self.timings is not None:
+                out[-1]["timings"] = self.timings.to_openai()
+        return out
+
+
+@dataclass(frozen=True)
+class ChatCompletion:
+    """The whole reply of ``create_completion()`` (a collected ``create()`` stream)."""
+
+    message: ChatMessage
+    finish_reason: str
+    usage: Usage
+    timings: ChatTimings
+    text: str = ""                      # the model's raw output (what the parser read)
+    prompt: str = ""
+
+    @property
+    def content(self) -> str:
+        return self.message.content
+
+    @property
+    def thinking(self) -> str:
+        return self.message.reasoning_content
+
+    @property
+    def tool_calls(self) -> list[Any]:
+        return self.message.tool_calls
+
+    def to_openai(self, completion_id: str, model: str, created: int, *, fingerprint: str | None = None) -> Json:
+        """A ``chat.completion`` as llama-server returns it (to_json_oaicompat_chat)."""
+        return {
+            "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message_to_json(self.message)}],
+            "created": created,
+            "model": model,
+            "system_fingerprint": fingerprint if fingerprint is not None else system_fingerprint(),
+            "object": "chat.completion",
+            "usage": self.usage.to_openai(),
+            "id": completion_id,
+            "timings": self.timings.to_openai(),
+        }

@@ -1,0 +1,279 @@
+"""Compare llama-server's answer to a case with llamact's: equal, a named deviation, or different.
+
+The order of the checks is the order of the pipeline, so the first difference reported is the
+earliest cause: the prompt text, the prompt tokens, the generated tokens and raw text, the finish
+reason, usage and timing counts, the final message, its JSON shape, the streamed message, and last
+the chunk sequence.
+
+With ``upstream_compat=True`` every difference is a difference. Otherwise DESIGN.md's output-side
+deviations may explain one, and the verdict names each that did:
+
+* ``2-qwen-xml-validation``: the raw output has Qwen XML calls (``<function=``); llamact's calls are the
+  server's valid ones (string parameters kept as strings), the ones it dropped fail the tools' schemas;
+* ``3-double-braces``: the raw output has ``{{`` calls; llamact has the server's calls and more;
+* ``4-reasoning-trim``: reasoning differs only in whitespace (after decoding escaped ``\\n`` / ``\\r``
+  except for Qwen3-Coder);
+* ``5-streaming``: the stream differs but llamact's stream reassembles to llamact's final message (named
+  only when the final messages agree; otherwise their deviations are why the streams differ); on
+  ``length`` llamact's calls are a prefix of the server's (the unfinished call withheld);
+* ``9-named-tool-choice``: a named ``tool_choice`` (llama-server runs it as "auto"): llamact's answer is
+  a call of that function only, valid for its schema, with no content. Nothing else is compared.
+
+A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
+before any output-side behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .chat_answer import ChatAnswer
+from .server_cases import E2ECase
+
+Json = Any
+
+QWEN_XML = "2-qwen-xml-validation"
+DOUBLE_BRACES = "3-double-braces"
+REASONING_TRIM = "4-reasoning-trim"
+STREAMING = "5-streaming"
+NAMED_TOOL_CHOICE = "9-named-tool-choice"
+TIMING_COUNTS = ("prompt_n", "predicted_n", "cache_n")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str                          # "equal" | "deviation" | "different"
+    deviations: tuple[str, ...] = ()
+    difference: str | None = None      # the first difference, for "different"
+
+    @classmethod
+    def different(cls, difference: str) -> Verdict:
+        return cls("different", difference=difference)
+
+    def __str__(self) -> str:
+        if self.kind == "deviation":
+            return f"deviation({', '.join(self.deviations)})"
+        return f"different: {self.difference}" if self.kind == "different" else "equal"
+
+
+def _short(value: Json, limit: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def first_difference(path: str, server: Json, llamact: Json) -> str | None:
+    """Where two JSON values first differ, as ``path: server=... llamact=...``; None when equal."""
+    if isinstance(server, dict) and isinstance(llamact, dict):
+        for key in list(server) + [k for k in llamact if k not in server]:
+            if key not in server or key not in llamact:
+                return f"{path}.{key}: server={_short(server.get(key, '<absent>'))} " \
+                       f"llamact={_short(llamact.get(key, '<absent>'))}"
+            found = first_difference(f"{path}.{key}", server[key], llamact[key])
+            if found:
+                return found
+        return None
+    if isinstance(server, list) and isinstance(llamact, list):
+        for i, (a, b) in enumerate(zip(server, llamact, strict=False)):
+            found = first_difference(f"{path}[{i}]", a, b)
+            if found:
+                return found
+        if len(server) != len(llamact):
+            i = min(len(server), len(llamact))
+            return f"{path}: lengths {len(server)} != {len(llamact)}; from [{i}]: " \
+                   f"server={_short(server[i:])} llamact={_short(llamact[i:])}"
+        return None
+    if server == llamact and type(server) is type(llamact):
+        return None
+    return f"{path}: server={_short(server)} llamact={_short(llamact)}"
+
+
+# -- tool schemas (the cases' tools only use these keywords) ---------------------------------
+
+_TYPES: dict[str, Callable[[Json], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def _tool_schema(case: E2ECase, name: str) -> Json:
+    for tool in case.tools or []:
+        function = tool.get("function") or {}
+        if function.get("name") == name:
+            return function.get("parameters") or {}
+    return None
+
+
+def call_is_valid(case: E2ECase, call: Json) -> bool:
+    """A call of a tool of the case, its arguments (a JSON string) an object that satisfies the
+    tool's schema (types, enums, known and required properties)."""
+    try:
+        args = json.loads(call["arguments"])
+    except ValueError:
+        return False
+    return arguments_are_valid(case, call["name"], args)
+
+
+def arguments_are_valid(case: E2ECase, name: str, args: Json) -> bool:
+    schema = _tool_schema(case, name)
+    if schema is None or not isinstance(args, dict):
+        return False
+    properties = schema.get("properties") or {}
+    if any(key not in properties for key in args) or any(key not in args for key in schema.get("required") or []):
+        return False
+    for key, value in args.items():
+        prop = properties[key]
+        check = _TYPES.get(prop.get("type", ""))
+        if check is not None and not check(value):
+            return False
+        if "enum" in prop and value not in prop["enum"]:
+            return False
+    return True
+
+
+def _typed_as_schema(case: E2ECase, call: Json) -> Json:
+    """The call with string-typed parameters given as strings (llamact keeps "123" a string where
+    upstream's XML parse reads it as the number 123)."""
+    schema = _tool_schema(case, call["name"]) or {}
+    try:
+        args = json.loads(call["arguments"])
+    except ValueError:
+        return {"name": call["name"], "arguments": call["arguments"]}
+    if isinstance(args, dict):
+        for key, value in args.items():
+            prop = (schema.get("properties") or {}).get(key) or {}
+            if prop.get("type") == "string" and not isinstance(value, str):
+                args[key] = json.dumps(value)
+    return {"name": call["name"], "arguments": args}
+
+
+def _calls(message: Json) -> list[Json]:
+    return [{"name": c["name"], "arguments": c["arguments"]} for c in message["tool_calls"]]
+
+
+def _parsed_calls(message: Json) -> list[Json]:
+    out = []
+    for c in _calls(message):
+        try:
+            out.append({"name": c["name"], "arguments": json.loads(c["arguments"])})
+        except ValueError:
+            out.append(c)
+    return out
+
+
+# -- deviations -------------------------------------------------------------------------------
+
+def _explains_reasoning(case: E2ECase, server: str, llamact: str) -> bool:
+    if case.template != "Qwen3-Coder":
+        server = server.replace("\\n", "\n").replace("\\r", "\r")
+    return re.sub(r"\s+", "", server) == re.sub(r"\s+", "", llamact) and llamact == llamact.strip()
+
+
+def _explains_calls(case: E2ECase, s: ChatAnswer, ll: ChatAnswer) -> str | None:
+    """The deviation that explains different tool calls / content in the final message, if any."""
+    server_calls, llamact_calls = _calls(s.final), _calls(ll.final)
+    if (s.final_finish_reason == "length" and len(llamact_calls) < len(server_calls)
+            and llamact_calls == server_calls[:len(llamact_calls)] and s.final["content"] == ll.final["content"]):
+        return STREAMING   # the unfinished call withheld
+    if "<function=" in s.text:
+        typed = [_typed_as_schema(case, c) for c in server_calls]
+        expected = [c for c in typed if arguments_are_valid(case, c["name"], c["arguments"])]
+        if expected == _parsed_calls(ll.final):
+            return QWEN_XML
+    if "{{" in s.text and len(llamact_calls) > len(server_calls):
+        parsed_server, parsed_llamact = _parsed_calls(s.final), _parsed_calls(ll.final)
+        if parsed_llamact[:len(parsed_server)] == parsed_server and all(
+                _tool_schema(case, c["name"]) is not None for c in llamact_calls):
+            return DOUBLE_BRACES
+    return None
+
+
+def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
+    name = case.tool_choice["function"]["name"]
+    calls = ll.final["tool_calls"]
+    if not calls:
+        return Verdict.different(f"named tool choice {name!r}: llamact made no call ({ll.final_finish_reason})")
+    for call in calls:
+        if call["name"] != name or not call_is_valid(case, call):
+            return Verdict.different(f"named tool choice {name!r}: llamact called {_short(call)}")
+    if ll.final["content"]:
+        return Verdict.different(f"named tool choice {name!r}: content before the call {_short(ll.final['content'])}")
+    return Verdict("deviation", (NAMED_TOOL_CHOICE,))
+
+
+def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAnswer | Exception | str,
+            *, upstream_compat: bool = False) -> Verdict:
+    """The verdict on llamact's answer to ``case`` against llama-server's (an exception or message
+    stands for a side that failed: both failing is equal)."""
+    if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
+        if not isinstance(server, ChatAnswer) and not isinstance(llamact, ChatAnswer):
+            return Verdict("equal")
+        failed, answered = ("server", "llamact") if not isinstance(server, ChatAnswer) else ("llamact", "server")
+        message = server if failed == "server" else llamact
+        return Verdict.different(f"only the {failed} failed ({str(message)[:200]}); the {answered} answered")
+    for side, answer in (("server", server), ("llamact", llamact)):
+        if answer.problems:
+            return Verdict.different(f"the {side}'s answer is inconsistent: {answer.problems}")
+
+    found = (first_difference("prompt", server.prompt, llamact.prompt)
+             or first_difference("prompt_tokens", server.prompt_tokens, llamact.prompt_tokens))
+    if found:
+        return Verdict.different(found)
+    if case.named_tool_choice and not upstream_compat:
+        return _named_choice(case, llamact)
+    found = (first_difference("tokens", server.tokens, llamact.tokens)
+             or first_difference("text", server.text, llamact.text)
+             or first_difference("usage", server.usage, llamact.usage)
+             or first_difference("timings.keys", sorted(server.timings or {}), sorted(llamact.timings or {}))
+             or first_difference("timings", {k: (server.timings or {}).get(k) for k in TIMING_COUNTS},
+                                 {k: (llamact.timings or {}).get(k) for k in TIMING_COUNTS}))
+    if found:
+        return Verdict.different(found)
+
+    deviations: list[str] = []
+
+    def explained(name: str | None) -> bool:
+        if upstream_compat or name is None:
+            return False
+        if name not in deviations:
+            deviations.append(name)
+        return True
+
+    s_final, l_final = server.final, llamact.final
+    if s_final["reasoning_content"] != l_final["reasoning_content"] and not explained(
+            REASONING_TRIM if _explains_reasoning(case, s_final["reasoning_content"], l_final["reasoning_content"])
+            else None):
+        return Verdict.different(first_difference("final.reasoning_content", s_final["reasoning_content"],
+                                                  l_final["reasoning_content"]) or "")
+    calls_differ = (s_final["content"], _calls(s_final)) != (l_final["content"], _calls(l_final))
+    calls_explained = calls_differ and explained(_explains_calls(case, server, llamact))
+    if calls_differ and not calls_explained:
+        return Verdict.different(first_difference("final.content", s_final["content"], l_final["content"])
+                                 or first_difference("final.tool_calls", _calls(s_final), _calls(l_final)) or "")
+    finishes = (server.finish_reason, server.final_finish_reason)
+    if finishes != (llamact.finish_reason, llamact.final_finish_reason) and not (
+            calls_explained and {server.final_finish_reason, llamact.final_finish_reason} <= {"stop", "tool_calls"}):
+        return Verdict.different(f"finish_reason (stream, final): server={finishes} "
+                                 f"llamact={(llamact.finish_reason, llamact.final_finish_reason)}")
+    if not deviations:
+        found = first_difference("final_json", server.final_json, llamact.final_json)
+        if found:
+            return Verdict.different(found)
+
+    stream_differs = (server.message != llamact.message
+                      or first_difference("chunks", server.chunks, llamact.chunks) is not None)
+    if stream_differs:
+        if upstream_compat or llamact.message != llamact.final:
+            return Verdict.different(first_difference("message", server.message, llamact.message)
+                                     or first_difference("chunks", server.chunks, llamact.chunks) or "")
+        if not deviations:   # otherwise the final message's deviations are why the streams differ
+            explained(STREAMING)
+    return Verdict("deviation", tuple(deviations)) if deviations else Verdict("equal")

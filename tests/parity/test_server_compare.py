@@ -1,0 +1,308 @@
+"""The server_e2e comparator and answer reader, on answers built here (no server, no model).
+
+These check the harness's own logic: which differences are reported first, which deviations may
+explain which differences, and that upstream_compat admits none. The answers are OpenAI JSON as both
+sides produce it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llamact.parity.chat_answer import ChatAnswer, answer_from_openai, reassemble
+from llamact.parity.server_cases import (
+    FAMILIES,
+    NAMED_WEATHER,
+    OWN_TEMPLATE,
+    TOOLS,
+    WEATHER_CALLS,
+    E2ECase,
+    e2e_cases,
+)
+from llamact.parity.server_compare import (
+    DOUBLE_BRACES,
+    NAMED_TOOL_CHOICE,
+    QWEN_XML,
+    REASONING_TRIM,
+    STREAMING,
+    call_is_valid,
+    compare,
+    first_difference,
+)
+
+Json = Any
+CASE = E2ECase("smollm2/test/required", "smollm2", "Qwen3-Coder", WEATHER_CALLS, TOOLS, "required")
+
+
+def _chunk(delta: Json, finish: str | None = None, **extra: Json) -> Json:
+    return {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+def _call_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> Json:
+    part: Json = {"index": index}
+    if call_id:
+        part.update(id=call_id, type="function")
+    function: Json = {}
+    if name:
+        function["name"] = name
+    if arguments:
+        function["arguments"] = arguments
+    part["function"] = function
+    return {"tool_calls": [part]}
+
+
+USAGE = {"completion_tokens": 4, "prompt_tokens": 3, "total_tokens": 7, "prompt_tokens_details": {"cached_tokens": 0}}
+TIMINGS = {"cache_n": 0, "prompt_n": 3, "prompt_ms": 1.0, "predicted_n": 4, "predicted_ms": 2.0,
+           "predicted_per_second": 2000.0}
+
+
+def answer(deltas: list[Json], final: Json, *, finish: str = "stop", text: str = "", tokens: list[int] | None = None,
+           call_id: str = "abc", timings: Json = None) -> ChatAnswer:
+    """An answer from the given deltas and final message, as a server with the given call id would send."""
+    chunks = [_chunk({"role": "assistant", "content": None})] + [_chunk(d) for d in deltas]
+    chunks.append(_chunk({}, finish))
+    chunks.append({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+                   "usage": USAGE, "timings": timings or TIMINGS})
+    final = copy.deepcopy(final)
+    for call in final.get("tool_calls", []):
+        call["id"] = call_id
+    completion = {"object": "chat.completion", "choices": [{"index": 0, "message": final, "finish_reason": finish}]}
+    return answer_from_openai(chunks, completion, prompt="<p>", prompt_tokens=[1, 2, 3],
+                              tokens=tokens or [5, 6, 7, 8], text=text)
+
+
+CALL_TEXT = '<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n</tool_call>'
+CALL_FINAL = {"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "id": "", "function": {"name": "get_weather", "arguments": '{"location":"Paris"}'}}]}
+
+
+def call_answer(call_id: str = "abc") -> ChatAnswer:
+    return answer([_call_delta(0, call_id, "get_weather", '{"location":"Paris"}')], CALL_FINAL, finish="tool_calls",
+                  text=CALL_TEXT, call_id=call_id)
+
+
+def test_reassembly_follows_openai_rules_and_renames_ids() -> None:
+    a = answer([{"reasoning_content": "th"}, {"reasoning_content": "ink"}, {"content": "Hi"},
+                _call_delta(0, "xyz", "get_weather", '{"loc'), _call_delta(0, None, None, 'ation":"P"}'),
+                _call_delta(1, "qqq", "get_weather", "{}")],
+               {"role": "assistant", "content": "Hi", "reasoning_content": "think", "tool_calls": []})
+    assert a.message == {"content": "Hi", "reasoning_content": "think", "tool_calls": [
+        {"id": "call#0", "name": "get_weather", "arguments": '{"location":"P"}'},
+        {"id": "call#1", "name": "get_weather", "arguments": "{}"}]}
+    assert a.finish_reason == "stop" and a.usage == USAGE and a.timings == TIMINGS and not a.problems
+    assert reassemble([]) == {"content": "", "reasoning_content": "", "tool_calls": []}
+
+
+def test_reader_reports_inconsistent_streams() -> None:
+    a = answer([{"content": "x"}], {"role": "assistant", "content": "x"})
+    chunks = list(a.raw_chunks)
+    chunks[1] = {**chunks[1], "id": "chatcmpl-other"}
+    b = answer_from_openai(chunks[:-1], {"choices": [{"message": {}}]}, prompt="", prompt_tokens=[], tokens=[],
+                           text="")
+    assert any("completion ids" in p for p in b.problems)
+    assert any("no usage" in p for p in b.problems)
+
+
+def test_answers_round_trip_through_json() -> None:
+    a = call_answer()
+    assert ChatAnswer.from_json(json.loads(json.dumps(a.to_json()))).to_json() == a.to_json()
+
+
+def test_identical_answers_are_equal_whatever_the_ids_and_timings() -> None:
+    server, llamact = call_answer("abc"), call_answer("zzz")
+    llamact.timings = {**TIMINGS, "prompt_ms": 99.0, "predicted_per_second": 1.0}
+    assert compare(CASE, server, llamact).kind == "equal"
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "equal"
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("prompt", "<q>", "prompt"),
+    ("prompt_tokens", [1, 2, 4], "prompt_tokens[2]"),
+    ("tokens", [5, 6, 7], "tokens: lengths 4 != 3"),
+    ("text", "other", "text"),
+    ("usage", {**USAGE, "prompt_tokens_details": {"cached_tokens": 2}}, "usage.prompt_tokens_details.cached_tokens"),
+    ("timings", {k: v for k, v in TIMINGS.items() if k != "predicted_per_second"}, "timings.keys"),
+    ("timings", {**TIMINGS, "cache_n": 1}, "timings.cache_n"),
+])
+def test_the_first_difference_is_named_and_never_a_deviation(field: str, value: Json, where: str) -> None:
+    server, llamact = call_answer(), call_answer()
+    setattr(llamact, field, value)
+    for compat in (False, True):
+        verdict = compare(CASE, server, llamact, upstream_compat=compat)
+        assert verdict.kind == "different" and verdict.difference is not None
+        assert verdict.difference.startswith(where), verdict.difference
+
+
+def test_first_difference_walks_json() -> None:
+    assert first_difference("m", {"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == "m.a[1].b: server=2 llamact=3"
+    assert first_difference("m", {"a": 1}, {"a": 1, "c": 0}) == 'm.c: server="<absent>" llamact=0'
+    assert first_difference("m", 1, 1.0) is not None   # JSON 1 and 1.0 print differently
+    assert first_difference("m", {"a": [1]}, {"a": [1]}) is None
+
+
+def test_errors_on_both_sides_are_equal_on_one_side_different() -> None:
+    assert compare(CASE, "HTTP 400", RuntimeError("refused")).kind == "equal"
+    verdict = compare(CASE, "HTTP 400: bad template", call_answer())
+    assert verdict.kind == "different" and "only the server failed" in str(verdict.difference)
+
+
+def test_inconsistent_answers_are_different() -> None:
+    llamact = call_answer()
+    llamact.problems.append("chunk 3: a second usage")
+    assert compare(CASE, call_answer(), llamact).kind == "different"
+
+
+def test_reasoning_trim_is_deviation_4_only_outside_compat_mode() -> None:
+    case = E2ECase("t", "smollm2", "Qwen-Qwen3-0.6B")
+    server = answer([{"reasoning_content": "  a\\nb \n"}, {"content": "x"}],
+                    {"role": "assistant", "content": "x", "reasoning_content": "  a\\nb \n"})
+    llamact = answer([{"reasoning_content": "a\nb"}, {"content": "x"}],
+                     {"role": "assistant", "content": "x", "reasoning_content": "a\nb"})
+    assert compare(case, server, llamact).deviations == (REASONING_TRIM,)
+    assert compare(case, server, llamact, upstream_compat=True).kind == "different"
+    # other text in the reasoning is not whitespace
+    other = answer([{"content": "x"}], {"role": "assistant", "content": "x", "reasoning_content": "a c"})
+    assert compare(case, server, other).kind == "different"
+
+
+def test_reasoning_escapes_are_kept_for_qwen3_coder() -> None:
+    server = answer([], {"role": "assistant", "content": "", "reasoning_content": "a\\nb"})
+    llamact = answer([], {"role": "assistant", "content": "", "reasoning_content": "a\nb"})
+    assert compare(CASE, server, llamact).kind == "different"
+
+
+def test_stream_differences_are_deviation_5_when_llamacts_stream_equals_its_final() -> None:
+    final = {"role": "assistant", "content": "a b"}
+    server = answer([{"content": "a "}, {"content": "b"}], final)
+    llamact = answer([{"content": "a"}, {"content": " b"}], final)
+    assert compare(CASE, server, llamact).deviations == (STREAMING,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+    # a stream that does not add up to llamact's own final message is wrong in any mode
+    broken = answer([{"content": "a"}], final)
+    assert compare(CASE, server, broken).kind == "different"
+
+
+def test_withheld_unfinished_call_on_length_is_deviation_5() -> None:
+    partial = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": '{"loc'}}]}
+    server = answer([_call_delta(0, "abc", "get_weather", '{"loc')], partial, finish="length",
+                    text="<tool_call>\n<function=get_weather>\n<parameter=loc")
+    llamact = answer([], {"role": "assistant", "content": ""}, finish="length",
+                     text="<tool_call>\n<function=get_weather>\n<parameter=loc")
+    assert compare(CASE, server, llamact).deviations == (STREAMING,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+
+
+def test_qwen_xml_validation_drops_invalid_calls_and_keeps_strings_as_strings() -> None:
+    text = ('<tool_call>\n<function=search_flights>\n<parameter=origin>\n123\n</parameter>\n<parameter=destination>\n'
+            'Rome\n</parameter>\n<parameter=passengers>\n2\n</parameter>\n</function>\n</tool_call>')
+    server_final = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "search_flights",
+                                          "arguments": '{"origin":123,"destination":"Rome","passengers":2}'}},
+        {"type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+    llamact_final = {"role": "assistant", "content": "<tool_call>...", "tool_calls": [
+        {"type": "function", "function": {"name": "search_flights",
+                                          "arguments": '{"origin":"123","destination":"Rome","passengers":2}'}}]}
+    server = answer([], server_final, finish="tool_calls", text=text)
+    llamact = answer([], llamact_final, finish="tool_calls", text=text)
+    llamact.message = llamact.final   # llamact's stream adds up to its final message
+    assert compare(CASE, server, llamact).deviations == (QWEN_XML,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+    # the deviation needs Qwen XML in the raw output
+    assert compare(CASE, answer([], server_final, finish="tool_calls", text="x"),
+                   answer([], llamact_final, finish="tool_calls", text="x")).kind == "different"
+
+
+def test_double_brace_calls_extracted_are_deviation_3() -> None:
+    text = '<tool_call>\n{{"name": "get_weather", "arguments": {"location": "Paris"}}}\n</tool_call>'
+    server = answer([{"content": text}], {"role": "assistant", "content": text}, text=text)
+    llamact_final = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]}
+    llamact = answer([_call_delta(0, "a", "get_weather", '{"location": "Paris"}')], llamact_final,
+                     finish="tool_calls", text=text)
+    assert compare(CASE, server, llamact).deviations == (DOUBLE_BRACES,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+
+
+def test_named_tool_choice_wants_one_valid_call_of_that_function() -> None:
+    case = E2ECase("n", "smollm2", "Qwen-Qwen3-0.6B", WEATHER_CALLS, TOOLS, NAMED_WEATHER)
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"}, tokens=[9])
+    assert compare(case, server, call_answer()).deviations == (NAMED_TOOL_CHOICE,)
+    wrong = answer([], {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "search_flights", "arguments": "{}"}}]}, finish="tool_calls")
+    assert compare(case, server, wrong).kind == "different"
+    assert compare(case, server, answer([], {"role": "assistant", "content": "Sunny"})).kind == "different"
+    # with upstream_compat the named choice is "auto", as on the server: the tokens must agree
+    assert compare(case, server, call_answer(), upstream_compat=True).kind == "different"
+
+
+def test_call_validation_follows_the_tool_schemas() -> None:
+    def call(name: str, args: Json) -> Json:
+        return {"name": name, "arguments": json.dumps(args)}
+
+    assert call_is_valid(CASE, call("get_weather", {"location": "Paris", "unit": "celsius"}))
+    assert not call_is_valid(CASE, call("get_weather", {"location": "Paris", "unit": "kelvin"}))
+    assert not call_is_valid(CASE, call("get_weather", {}))
+    assert not call_is_valid(CASE, call("get_weather", {"location": "Paris", "when": "now"}))
+    assert not call_is_valid(CASE, call("search_flights", {"origin": "A", "destination": "B", "passengers": "2"}))
+    assert not call_is_valid(CASE, call("search_flights", {"origin": "A", "destination": "B", "passengers": True}))
+    assert not call_is_valid(CASE, call("unknown", {}))
+    assert not call_is_valid(CASE, {"name": "get_weather", "arguments": "{not json"})
+
+
+def test_the_case_matrix_is_data_with_unique_ids() -> None:
+    cases = e2e_cases()
+    assert len({c.id for c in cases}) == len(cases)
+    assert {c.model for c in cases} == {"smollm2", "gemma3"}
+    for case in cases:
+        body = case.request_body(stream=True)
+        assert body["temperature"] == 0.0 and body["cache_prompt"] is False and body["stream"] is True
+        assert json.loads(json.dumps(body)) == body
+        assert not case.request_body(stream=False)["stream"]
+
+
+def test_the_case_matrix_covers_what_the_row_promises(repo_root: Path) -> None:
+    cases = e2e_cases()
+    llama_cpp = repo_root / "vendor" / "llama.cpp"
+    for case in cases:
+        path = case.template_path(llama_cpp)
+        assert path is None or path.is_file(), case.id
+    required = {(c.model, c.template) for c in cases if c.tool_choice == "required"}
+    for template in FAMILIES:
+        assert {("smollm2", template), ("gemma3", template)} <= required, template
+    assert any(c.template == OWN_TEMPLATE and c.model == m for c in cases for m in ("smollm2", "gemma3"))
+    assert any(c.named_tool_choice for c in cases)
+    assert any(not c.enable_thinking for c in cases)
+    assert any(c.response_format for c in cases) and any(c.stop for c in cases)
+    assert any(c.tools and c.max_tokens <= 14 for c in cases)   # cut inside a call
+    assert {"deepseek", "none", "deepseek-legacy"} <= {c.reasoning_format for c in cases}
+
+
+def test_scoreboard_row_counts_the_comparators_verdicts() -> None:
+    from dataclasses import asdict
+
+    from llamact.parity.components import Component
+    from llamact.parity.corpus import Case
+    from llamact.parity.scoreboard import score_component
+    from llamact.parity.server_e2e import judge
+
+    def row_case(name: str, server: ChatAnswer | None, error: str | None = None) -> Case:
+        record = {"case_id": name, "template_now": 0.0, "seconds": 0.0, "error": error,
+                  "answer": server.to_json() if server else None}
+        return Case("server_e2e", name, CASE.template, json.loads(json.dumps(asdict(CASE))), record)
+
+    other_tokens = call_answer()
+    other_tokens.tokens = [1]
+    cases = [row_case("same", call_answer()), row_case("tokens", other_tokens), row_case("both-fail", None, "HTTP 400")]
+    answers = {"same": call_answer("q").to_json(), "tokens": call_answer().to_json(),
+               "both-fail": {"error": {"message": "refused"}}}
+    component = Component("server_e2e", "", lambda case: answers[case.id], judge=lambda c, g: judge(c, g).kind)
+    row = score_component(component, cases)
+    assert (row.equal, row.different, row.error, row.deviation) == (2, 1, 0, 0)
+    assert row.differences[0]["id"] == "tokens"
