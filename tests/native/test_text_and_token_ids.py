@@ -51,12 +51,10 @@ def test_chat_messages(engine: LlamaEngine, text: str) -> None:
 
 @pytest.mark.parametrize("text", [NUL, SURROGATE], ids=["nul", "surrogate"])
 def test_chat_template(model: Model, text: str) -> None:
-    from llamact.engine.legacy_chat import format_chat
-
     template = model.chat_template()
     assert template
     with pytest.raises(LlamaInferenceException, match="chat template"):
-        format_chat(model, [{"role": "user", "content": "hi"}], template=template + text)
+        model.apply_builtin_chat_template(template + text, [("user", "hi")])
 
 
 @pytest.mark.parametrize("text", [NUL, SURROGATE], ids=["nul", "surrogate"])
