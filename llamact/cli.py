@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_args(chat)
     chat.add_argument("-p", "--prompt", help="one user message; without it, read messages interactively")
     chat.add_argument("-s", "--system", help="a system message")
+    chat.add_argument("--tools", type=Path, help="a JSON file: an OpenAI tools array the model may call")
+    chat.add_argument("--tool-choice", default="auto", help='"auto", "required", "none" or a function name')
+    chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the model's")
+    chat.add_argument("--json-schema", type=Path, help="a JSON schema file the answer must follow")
+    chat.add_argument("--no-thinking", action="store_true", help="ask the template not to think first")
     return parser
 
 
@@ -127,26 +132,70 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return 0
 
 
-def _stream_reply(engine: LlamaEngine, messages: list[dict[str, str]], params: GenerationParams) -> str:
-    parts: list[str] = []
-    for chunk in engine.chat(messages, params):
-        sys.stdout.write(chunk.text)
-        sys.stdout.flush()
-        parts.append(chunk.text)
+def _read_json(path: Path, what: str) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LlamaException(f"cannot read {what} from {path}: {exc}") from None
+
+
+def _chat_options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {"enable_thinking": not args.no_thinking}
+    if args.tools is not None:
+        options["tools"] = _read_json(args.tools, "tools")
+        choice = args.tool_choice
+        options["tool_choice"] = choice if choice in ("auto", "required", "none") else {
+            "type": "function", "function": {"name": choice}}
+    if args.custom_template is not None:
+        try:
+            options["custom_template"] = args.custom_template.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise LlamaException(f"cannot read the chat template {args.custom_template}: {exc}") from None
+    if args.json_schema is not None:
+        options["response_format"] = {"type": "json_schema",
+                                      "json_schema": {"schema": _read_json(args.json_schema, "the JSON schema")}}
+    return options
+
+
+def _stream_reply(engine: LlamaEngine, messages: list[dict[str, object]], params: GenerationParams,
+                  options: dict[str, object]) -> dict[str, object]:
+    """Print the reply as it streams (thinking dimmed on a terminal, tool calls as JSON); return it
+    as the assistant message for the history."""
+    dim, reset = ("\x1b[2m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
+    in_thought = False
+    with engine.create(messages, params=params, **options) as stream:  # type: ignore[arg-type]
+        for chunk in stream:
+            if chunk.thinking:
+                sys.stdout.write(("" if in_thought else dim) + chunk.thinking)
+                in_thought = True
+            if chunk.content:
+                sys.stdout.write((reset + "\n" if in_thought else "") + chunk.content)
+                in_thought = False
+            sys.stdout.flush()
+        completion = stream.completion()
+    if in_thought:
+        sys.stdout.write(reset)
+    for call in completion.tool_calls:
+        sys.stdout.write("\n" + json.dumps({"tool_call": {"name": call.name, "arguments": call.arguments,
+                                                         "id": call.id}}, ensure_ascii=False))
     sys.stdout.write("\n")
-    return "".join(parts)
+    from .chat.oai import message_to_json
+
+    reply: dict[str, object] = message_to_json(completion.message)
+    return reply
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
+    options = _chat_options(args)
     with _load(args, show_progress=True) as engine:
         params = _generation_params(args)
-        messages: list[dict[str, str]] = []
+        messages: list[dict[str, object]] = []
         if args.system:
             messages.append({"role": "system", "content": args.system})
         if args.prompt is not None:
             messages.append({"role": "user", "content": args.prompt})
             print(f"> {args.prompt}")
-            _stream_reply(engine, messages, params)
+            _stream_reply(engine, messages, params, options)
             return 0
         while True:
             try:
@@ -157,7 +206,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             if not line.strip():
                 continue
             messages.append({"role": "user", "content": line})
-            messages.append({"role": "assistant", "content": _stream_reply(engine, messages, params)})
+            messages.append(_stream_reply(engine, messages, params, options))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -158,6 +158,10 @@ class _Lowering:
 
     def repeat(self, item: Repeat, base: str, out: list[tuple[int, int]]) -> None:
         """Upstream's handle_repetitions: S{m,n} -> S x m, then S'(n-m) with S'(k) ::= S S'(k-1) |."""
+        if item.max == 0:
+            # S{0} is dropped (a group's rule in it stays upstream, unreachable; parse_gbnf has
+            # checked its references), so an undefined rule there is never looked at
+            return
         prev: list[tuple[int, int]] = []
         self.element(item.item, base, prev)
         lo, hi = item.min, item.max

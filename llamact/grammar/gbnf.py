@@ -22,7 +22,9 @@ Invariants (upstream's semantics, kept exactly; the tests hold llama.cpp to them
 * ``[]`` and ``[^]`` match the empty string (upstream emits nothing for them).
 * A ``{m,n}`` with n > 2000 is unbounded, as upstream's parser makes it.
 * ``[z-a]`` is rejected here; llama.cpp accepts it as a class that matches nothing (deliberately
-  stricter). ``{3,2}`` is rejected here; llama.cpp would loop ~2**64 times on it.
+  stricter). ``{3,2}`` is rejected here; llama.cpp would loop ~2**64 times on it. A root that is
+  only referenced, never defined (``r ::= root{0}``), is rejected here; llama.cpp's check finds the
+  symbol and its grammar set-up then indexes past its rules.
 """
 
 from __future__ import annotations
@@ -434,17 +436,30 @@ def _describe(exc: UnexpectedInput) -> str:
 
 
 class _Symbols:
-    """Upstream's ``symbol_ids``: it counts the rules a group creates, which bounds repetitions."""
+    """Upstream's ``symbol_ids``: it counts the rules a group creates, which bounds repetitions, and
+    says which ids got a rule (``added``): upstream's rule vector reaches the largest of them, and
+    a symbol below it that never got one is an "Undefined rule"."""
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
+        self.added: set[int] = set()
 
     def name(self, name: str) -> None:
         self.ids.setdefault(name, len(self.ids))
 
+    def define(self, name: str) -> None:
+        self.name(name)
+        self.added.add(self.ids[name])
+
     def generate(self, base: str) -> None:
         next_id = len(self.ids)
         self.ids[f"{base}_{next_id}"] = next_id
+        self.added.add(next_id)
+
+    def empty_slots(self) -> list[str]:
+        """Symbols whose slot in upstream's rule vector stays empty (referenced, never defined)."""
+        size = max(self.added) + 1 if self.added else 0
+        return [name for name, i in self.ids.items() if i < size and i not in self.added]
 
 
 def _emits_nothing(item: Element) -> bool:
@@ -495,16 +510,38 @@ def _check_alternatives(alternatives: Alternatives, base: str, symbols: _Symbols
 
 
 def _references(item: Element | Alternatives) -> Iterator[RuleRef]:
+    """The references upstream writes into the rule itself (``x{0}`` writes none: it is dropped)."""
     if isinstance(item, RuleRef):
         yield item
     elif isinstance(item, Repeat):
-        yield from _references(item.item)
+        if item.max != 0:
+            yield from _references(item.item)
     elif isinstance(item, Group):
         yield from _references(item.alternatives)
     elif isinstance(item, Alternatives):
         for sequence in item.sequences:
             for element in sequence.items:
                 yield from _references(element)
+
+
+def _kept_references(item: Element | Alternatives, inside: bool = False) -> Iterator[RuleRef]:
+    """References that upstream stores in the rules it generates (a group's rule; the rules a
+    repetition with optional copies makes): they stay when their definition is given again."""
+    if isinstance(item, RuleRef):
+        if inside:
+            yield item
+    elif isinstance(item, Group):
+        yield from _kept_references(item.alternatives, True)
+    elif isinstance(item, Repeat):
+        if item.max == 0:  # dropped, even inside a group's rule; only groups within it keep theirs
+            yield from _kept_references(item.item, False)
+            return
+        generates = item.max is None or item.max > MAX_REPETITION_THRESHOLD or item.max > item.min
+        yield from _kept_references(item.item, inside or generates)
+    elif isinstance(item, Alternatives):
+        for sequence in item.sequences:
+            for element in sequence.items:
+                yield from _kept_references(element, inside)
 
 
 def parse_gbnf(text: str, root: str | None = "root") -> Grammar:
@@ -537,6 +574,7 @@ def parse_gbnf(text: str, root: str | None = "root") -> Grammar:
         for name_tok, alternatives in parsed:
             symbols.name(str(name_tok))
             _check_alternatives(alternatives, str(name_tok), symbols)
+            symbols.define(str(name_tok))
             rules[str(name_tok)] = alternatives
     except _SourceError as exc:
         raise _error_at(text, exc.reason, exc.offset) from None
@@ -546,6 +584,14 @@ def parse_gbnf(text: str, root: str | None = "root") -> Grammar:
         for ref in _references(alternatives):
             if ref.name not in rules:
                 raise _error_at(text, f"undefined rule '{ref.name}' (referenced in rule '{name}')", ref.offset)
+    for name_tok, alternatives in parsed:
+        for ref in _kept_references(alternatives):
+            if ref.name not in rules:
+                raise _error_at(text, f"undefined rule '{ref.name}' (referenced in rule '{name_tok}')", ref.offset)
+    for name in symbols.empty_slots():
+        # referenced only in a definition given again later; llama.cpp still counts it (unless no
+        # rule was added after it, where it never looks)
+        raise GbnfError(f"undefined rule '{name}' (referenced in a definition that a later one replaced)")
     if root is not None and root not in rules:
         raise GbnfError(f"the grammar has no '{root}' rule (the start rule)")
     return Grammar(rules)

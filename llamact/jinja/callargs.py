@@ -58,8 +58,32 @@ def slice_seq(seq: Any, start: int, stop: int, step: int) -> Any:
     return out if isinstance(out, (list, bytes)) else list(out)
 
 
+# Upstream names the expected type with typeid(std::shared_ptr<jinja::value_<kind>_t>).name(): the
+# Itanium ABI mangling the pinned build (GCC / Clang) prints.
+_KINDS: dict[str, Callable[[Any], bool]] = {"string": lambda v: isinstance(v, str), "int": is_int}
+
+
+def _typeid(kind: str) -> str:
+    name = f"value_{kind}_t"
+    return f"St10shared_ptrIN5jinja{len(name)}{name}EE"
+
+
+def ensure_vals(fn: str, values: tuple[Any, ...], kinds: tuple[str, ...]) -> None:
+    """Upstream's ``func_args::ensure_vals``: at least ``len(kinds)`` arguments (the input counts
+    as the first), each of its kind (``"any"``: checked by the caller); the same messages."""
+    if len(values) < len(kinds):
+        raise TemplateError(f"Function '{fn}' expected between {len(kinds)} and 999 arguments, got {len(values)}")
+    for value, kind in zip(values, kinds, strict=False):
+        if kind != "any" and not _KINDS[kind](value):
+            raise TemplateError(f"Function '{fn}' expected value of type {_typeid(kind)}, got {type_name(value)}")
+
+
 def slice_bounds(args: tuple[Any, ...]) -> tuple[int, int, int]:
-    # Upstream counts the input among the arguments, so one bound reads an undefined stop.
+    # Upstream counts the input among the arguments (so one bound reads an undefined stop) and
+    # type-checks the start (ensure_vals); the other bounds fail in as_int.
+    if len(args) > 3:
+        raise TemplateError(f"Function 'slice' expected between 1 and 4 arguments, got {len(args) + 1}")
+    ensure_vals("slice", (None, *args), ("any", "int"))
     if len(args) < 2:
         raise TemplateError("Undefined is not an int value")
     for a in args:

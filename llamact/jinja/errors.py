@@ -40,7 +40,11 @@ class TemplateError(Exception):
 
 
 class NotImplementedTemplateError(TemplateError):
-    """Upstream's "not implemented" errors (a feature upstream's engine refuses)."""
+    """Upstream's "not implemented" errors (a feature upstream's engine refuses). The message is
+    upstream's ``not_implemented_exception``'s: ``"NotImplemented: "`` then what is missing."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__("NotImplemented: " + what)
 
 
 __all__ = ["JinjaException", "JinjaSyntaxError", "JinjaRuntimeError", "JinjaLimitExceeded", "TemplateError",

@@ -14,9 +14,20 @@ import re
 from typing import Any
 
 from .budget import OBJECT_BYTES, container_cost, current_budget
-from .callargs import UNDEF, Fn, arg, default_value, not_implemented, pos, slice_bounds, slice_seq, tojson
+from .callargs import (
+    UNDEF,
+    Fn,
+    arg,
+    default_value,
+    ensure_vals,
+    not_implemented,
+    pos,
+    slice_bounds,
+    slice_seq,
+    tojson,
+)
 from .errors import NotImplementedTemplateError, TemplateError
-from .values import as_bool, as_string, is_int, is_number, is_undefined, utf8_len
+from .values import as_bool, as_string, is_int, is_number, is_undefined, type_name, utf8_len
 
 _LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
 _UPPER_TABLE = str.maketrans(_LOWERCASE, _LOWERCASE.upper())
@@ -144,9 +155,13 @@ def _replace(v: Any, old: Any = UNDEF, new: Any = UNDEF, count: Any = UNDEF) -> 
     return v.replace(old, new)
 
 
-def _format(v: Any, *args: Any) -> str:
+_KWARG = object()  # a keyword argument, which upstream passes on as a positional KwArg value
+
+
+def _format(v: Any, *args: Any, **kwargs: Any) -> str:
     if not isinstance(v, str):
         raise TemplateError("format() first argument must be a string")
+    values = (*args, *(_KWARG for _ in kwargs))
     budget = current_budget()
     pieces = v.split("{")  # every piece after the first must open with the placeholder's "}"
     out = [pieces[0]]
@@ -156,11 +171,14 @@ def _format(v: Any, *args: Any) -> str:
             budget.check_time()
         if not piece.startswith("}"):
             raise NotImplementedTemplateError("format() only supports simple '{}' placeholders")
-        value = as_string(pos(args, k, "format"))
-        size += len(value) + len(piece) - 1
+        value = pos(values, k, "format")
+        if value is _KWARG or is_undefined(value):  # upstream's as_string() refuses these two
+            raise TemplateError(f"{'KwArg' if value is _KWARG else type_name(value)} is not a string value")
+        text = as_string(value)
+        size += len(text) + len(piece) - 1
         if size > budget.limits.max_output_chars:
             budget.charge_string(size)  # raises before the pieces outgrow the bound
-        out.append(value)
+        out.append(text)
         out.append(piece[1:])
     budget.charge_string(size)
     return "".join(out)
@@ -270,6 +288,12 @@ def _indent(v: Any, *args: Any, **kwargs: Any) -> str:
 _NONEMPTY_LINE = re.compile(r"\n(?=[^\n])")
 
 
+def _affix(name: str, v: str, args: tuple[Any, ...]) -> bool:
+    """``startswith`` / ``endswith``: one string argument (type-checked as upstream does), by bytes."""
+    ensure_vals(name, (v, *args), ("string", "string"))
+    return v.encode().startswith(args[0].encode()) if name == "startswith" else v.encode().endswith(args[0].encode())
+
+
 STRING: dict[str, Fn] = {
     "default": default_value,
     "upper": _upper,
@@ -280,8 +304,8 @@ STRING: dict[str, Fn] = {
     "title": _title,
     "capitalize": _capitalize,
     "length": utf8_len,
-    "startswith": lambda v, p: isinstance(p, str) and v.encode().startswith(p.encode()),
-    "endswith": lambda v, p: isinstance(p, str) and v.encode().endswith(p.encode()),
+    "startswith": lambda v, *a: _affix("startswith", v, a),
+    "endswith": lambda v, *a: _affix("endswith", v, a),
     "split": _split_fn("split", right=False),
     "rsplit": _split_fn("rsplit", right=True),
     "replace": _replace,

@@ -54,7 +54,7 @@ def type_name(v: Value) -> str:
     if isinstance(v, bool):
         return "Boolean"
     if isinstance(v, int):
-        return "Int"
+        return "Integer"
     if isinstance(v, float):
         return "Float"
     if isinstance(v, str):

@@ -3,6 +3,7 @@
     python -m llamact.parity                      # full corpus, every template, both models
     python -m llamact.parity --templates Qwen-Qwen3-0.6B,google-gemma-2-2b-it   # a subset
     python -m llamact.parity --json score.json --report report.json --corpus-out corpus/
+    python -m llamact.parity fuzz --seconds 60    # differential fuzzing (python -m llamact.parity fuzz -h)
 
 The pinned tree's templates come from ``--llama-cpp DIR``, else a source checkout's
 ``vendor/llama.cpp``, else the verified cache (``~/.cache/llamact/src``). The oracle is the one
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from .components import ModelRunners, components
-from .corpus import build_corpus, oracle_errors_by_group
+from .corpus import build_corpus, oracle_errors_by_group, template_files
 from .oracle import OracleClient
 from .scoreboard import render_table, report_json, score, summary_json
 
@@ -62,6 +63,11 @@ def available_models(wanted: bool) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fuzz"]:
+        from .fuzz.cli import main as fuzz_main
+
+        return fuzz_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m llamact.parity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-cpp", help="the pinned llama.cpp tree (for its templates and test vectors)")
@@ -75,8 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     llama_cpp = find_llama_cpp(args.llama_cpp)
+    templates = None
+    if args.templates is not None:
+        templates = [t.strip() for t in args.templates.split(",") if t.strip()]
+        known = {p.stem for p in template_files(llama_cpp)}
+        unknown = [t for t in templates if t not in known]
+        if unknown or not templates:
+            print(f"llamact.parity: --templates names no vendored template: {', '.join(unknown) or '(empty)'} "
+                  f"(the names are file stems in {llama_cpp / 'models' / 'templates'})", file=sys.stderr)
+            return 2
     models = available_models(not args.no_models)
-    templates = [t for t in args.templates.split(",") if t] if args.templates else None
     started = time.perf_counter()
     with OracleClient(args.oracle, cache=not args.no_cache) as oracle:
         corpus = build_corpus(oracle, llama_cpp, models, templates)
@@ -88,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     built = time.perf_counter() - started
     runners = ModelRunners(models) if models else None
     try:
-        rows = score(corpus, components(runners, corpus))
+        excluded = {"tokenize": "--no-models", "generate_greedy": "--no-models"} if args.no_models else {}
+        rows = score(corpus, components(runners, corpus), excluded)
     finally:
         if runners is not None:
             runners.close()
@@ -106,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             "corpus_digest": corpus.digest(), "oracle_errors_by_template": errors}))
     if args.corpus_out:
         corpus.write(Path(args.corpus_out))
-    failing = [r for r in rows if not r.not_implemented and (r.different or r.error)]
+    failing = [r for r in rows if r.failing]
+    for r in failing:
+        if r.problem:
+            print(f"llamact.parity: {r.component}: {r.problem}", file=sys.stderr)
     return 1 if failing else 0
 
 

@@ -3,7 +3,8 @@
 A component pairs a corpus (corpus.py) with a runner: ``run(case) -> result`` in the oracle's
 result shape. ``runner is None`` means llamact does not implement that component yet: its row
 shows "not implemented" and its cases are still counted. A runner raising LlamaException counts
-as an error result, compared with the oracle's error answers.
+as an error result, compared with the oracle's error answers by the table in error_kinds.py; how
+results are compared is scoreboard.py's (strict types; key order where ``ordered`` says so).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .compare import Ordered
 from .corpus import Case, Corpus
 
 Json = Any
@@ -29,6 +31,14 @@ class Component:
     is_deviation: Callable[[Case, Json], bool] | None = None
     # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different".
     judge: Callable[[Case, Json], str] | None = None
+    # Where object key order is upstream's (compare.py): True for the whole result, or the
+    # top-level keys whose values are ordered.
+    ordered: Ordered = False
+    # Paths inside an ordered value whose key order is still not upstream's (compare.py).
+    unordered: frozenset[str] = frozenset()
+    # "parity" (llamact computes what upstream computes) or "round-trip" (llamact reads upstream's
+    # output and writes it back: a check of the reader/writer, listed apart from parity)
+    check: str = "parity"
 
     @property
     def implemented(self) -> bool:
@@ -138,22 +148,20 @@ class ChatParseRunners:
         return hit[1]
 
     def chat_parse(self, case: Case) -> Json:
-        from ..chat.output_parser import ChatOutputParser, ChatParseError
+        from ..chat.output_parser import ChatOutputParser
 
         inp = case.input
         parser = ChatOutputParser(self._compile(inp.get("parser")), inp["format"], inp.get("generation_prompt") or "")
-        try:
-            return parser.parse(inp["text"], inp["is_partial"]).to_dict()
-        except ChatParseError as exc:
-            # compared as data (the message text too), not just as "both raised"
-            return {"error": {"kind": "parse", "message": exc.message}}
+        return parser.parse(inp["text"], inp["is_partial"]).to_dict()
 
     def peg_parse(self, case: Case) -> Json:
         """The raw parse's digest at this prefix, from one IncrementalParser fed the stream in order."""
         stream = case.input["stream"]
+        if stream not in self._finals:
+            return skipped(f"no final parse case for stream {stream!r}")
         if stream not in self._raw:
             self._raw[stream] = self._raw_replay(self._finals[stream].input)
-        return self._raw[stream][case.input["end"]]
+        return self._raw[stream].get(case.input["end"], skipped(f"llamact made no parse ending at {case.input['end']}"))
 
     def _raw_replay(self, inp: Json) -> dict[int, str]:
         from ..peg.executor import IncrementalParser
@@ -166,9 +174,14 @@ class ChatParseRunners:
 
     def msg_diffs(self, case: Case) -> Json:
         stream = case.input["stream"]
+        if stream not in self._finals:
+            return skipped(f"no final parse case for stream {stream!r}")
         if stream not in self._replays:
             self._replays[stream] = self._replay(self._finals[stream].input)
-        return self._replays[stream][(case.input["end"], case.input["is_partial"])]
+        step = (case.input["end"], case.input["is_partial"])
+        if step not in self._replays[stream]:
+            return skipped(f"llamact computed no diffs at {step} (its parse failed or was empty)")
+        return self._replays[stream][step]
 
     def _replay(self, inp: Json) -> dict[tuple[int, bool], Json]:
         """The stream through llamact's ChatStreamParser in upstream mode, one character (one
@@ -199,6 +212,12 @@ class ChatParseRunners:
         return out
 
 
+def skipped(why: str) -> Json:
+    """A runner's answer for a case llamact has no result for (e.g. a streamed step it never
+    reached): a value no oracle answer equals, so the case counts as different, with the reason."""
+    return {"skipped": why}
+
+
 def _json_schema_runner(case: Case) -> Json:
     from ..grammar import json_schema_to_grammar
 
@@ -221,6 +240,12 @@ def _chat_apply_runner(case: Case) -> Json:
     return apply_request(case.input, ORACLE_NOW)
 
 
+def _chat_parse_own_runner(case: Case) -> Json:
+    from .apply_runner import own_parse_stream
+
+    return own_parse_stream(case.input, ORACLE_NOW)
+
+
 def _template_render_runner(case: Case) -> Json:
     return {"prompt": _chat_apply_runner(case)["prompt"]}
 
@@ -240,6 +265,11 @@ def _autoparser_analysis_runner(case: Case) -> Json:
     return analyze_template(tmpl).to_json()
 
 
+# A PEG arena's "rules" object is upstream's std::unordered_map: its key order is a hash table's.
+ARENA_RULES = frozenset({"$.rules"})
+ARENA_RULES_IN_PARAMS = frozenset({"$.parser.rules"})
+
+
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here. ``corpus`` lets the
     msg_diffs runner find the streams its cases belong to."""
@@ -248,16 +278,21 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
         Component("jinja", "upstream's test-jinja vectors: render output or error", _jinja_runner),
         Component("template_jinja", "direct renders of every template x scenario (no apply pipeline)",
                   _jinja_runner),
-        Component("caps", "template capability maps, every vendored template", _caps_runner),
+        Component("caps", "template capability maps, every vendored template", _caps_runner, ordered=True),
         Component("template_render", "prompts: every template x the scenario matrix", _template_render_runner),
-        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner),
+        Component("chat_apply", "full chat params (format, grammar, triggers, parser JSON, ...)", _chat_apply_runner,
+                  ordered={"parser"}, unordered=ARENA_RULES_IN_PARAMS),
         Component("autoparser_analysis", "the autoparser's differential analysis of every template (whole struct)",
                   _autoparser_analysis_runner),
         Component("chat_parse", "parsed messages of synthesised outputs, whole and every UTF-8-safe prefix",
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",
                   parse_runners.msg_diffs if corpus is not None else None),
-        Component("peg_arena", "parser arenas loaded from upstream's JSON and saved back", _peg_arena_runner),
+        Component("chat_parse_own", "each output stream parsed with llamact's own parser for the request: "
+                  "parser, messages and diffs at every prefix (one case per stream)", _chat_parse_own_runner,
+                  ordered={"parser"}, unordered=ARENA_RULES_IN_PARAMS),
+        Component("peg_arena", "parser arenas loaded from upstream's JSON and saved back", _peg_arena_runner,
+                  ordered=True, unordered=ARENA_RULES, check="round-trip"),
         Component("peg_parse", "raw PEG parse (result, span, AST) at every prefix, resumed as the text grows",
                   parse_runners.peg_parse if corpus is not None else None),
         Component("peg_grammar", "GBNF generated from the parser arenas, lazy and not", _peg_grammar_runner),

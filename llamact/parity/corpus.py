@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .oracle import OracleClient, OracleError
+from .oracle import OracleClient, OracleError, OracleProcessError
 from .scenarios import ASSISTANT_OUTPUTS, SCENARIOS, USER, AssistantOutput
 
 Json = Any
@@ -91,6 +91,16 @@ class Corpus:
                                          "expected": case.expected}, ensure_ascii=False) + "\n")
 
 
+def ask(oracle: OracleClient, op: str, /, **fields: Any) -> Any:
+    """``oracle.request``, except that an oracle that cannot answer (died, hung, garbled) becomes
+    an error answer of kind ``oracle_failed``: recorded in the corpus, never matched by llamact,
+    and the build carries on (the client restarts the process on the next request)."""
+    try:
+        return oracle.request(op, **fields)
+    except OracleProcessError as exc:
+        return OracleError("oracle_failed", str(exc), op)
+
+
 def _answer(result: Any) -> Json:
     if isinstance(result, OracleError):
         return {"error": {"kind": result.kind, "message": result.message}}
@@ -111,12 +121,12 @@ def _apply_request(template: str, inputs: Json) -> Json:
 
 def _template_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> dict[str, Json]:
     """caps + chat_apply (and its prompt) for every scenario; returns the answers by scenario."""
-    corpus.add(Case("caps", f"caps/{name}", name, {"template": source}, _answer(oracle.caps(source))))
+    corpus.add(Case("caps", f"caps/{name}", name, {"template": source}, _answer(ask(oracle, "caps", template=source))))
     _template_jinja_cases(oracle, name, source, corpus)
     answers: dict[str, Json] = {}
     for scenario in SCENARIOS:
         request = _apply_request(source, scenario.inputs())
-        answer = _answer(oracle.request("chat_apply", **request))
+        answer = _answer(ask(oracle, "chat_apply", **request))
         answers[scenario.name] = answer
         case_id = f"{name}/{scenario.name}"
         corpus.add(Case("chat_apply", f"chat_apply/{case_id}", name, request, answer))
@@ -130,7 +140,7 @@ def _analysis_case(oracle: OracleClient, name: str, source: str, corpus: Corpus)
     the special tokens chat_apply sees; it runs on any template, specialized families included."""
     request = {"template": source, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN}
     corpus.add(Case("autoparser_analysis", f"autoparser_analysis/{name}", name, request,
-                    _answer(oracle.request("analyze", **request))))
+                    _answer(ask(oracle, "analyze", **request))))
 
 
 def _template_jinja_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -> None:
@@ -151,14 +161,14 @@ def _template_jinja_cases(oracle: OracleClient, name: str, source: str, corpus: 
         context["enable_thinking"] = scenario.enable_thinking
         request = {"template": source, "context": context}
         corpus.add(Case("template_jinja", f"template_jinja/{name}/{scenario.name}", name, request,
-                        _answer(oracle.request("jinja_render", **request))))
+                        _answer(ask(oracle, "jinja_render", **request))))
 
 
 def _turn_tail(oracle: OracleClient, source: str) -> str:
     """What the template renders after an assistant message's content ("" if it cannot tell)."""
     inputs = {"messages": [USER, {"role": "assistant", "content": TURN_TAIL_SENTINEL}],
               "add_generation_prompt": False}
-    answer = oracle.request("chat_apply", **_apply_request(source, inputs))
+    answer = ask(oracle, "chat_apply", **_apply_request(source, inputs))
     if isinstance(answer, OracleError) or TURN_TAIL_SENTINEL not in answer["prompt"]:
         return ""
     return str(answer["prompt"].rsplit(TURN_TAIL_SENTINEL, 1)[1])
@@ -179,16 +189,22 @@ def _strip_turn_tail(text: str, tail: str) -> str:
     return text
 
 
+def output_base_request(source: str, output: AssistantOutput) -> Json:
+    """The ``chat_apply`` request whose prompt a synthesised output continues."""
+    return _apply_request(source, {"messages": [USER], "tools": output.tools, "tool_choice": "auto",
+                                   "parallel_tool_calls": output.parallel_tool_calls,
+                                   "reasoning_format": output.reasoning_format, "add_generation_prompt": True})
+
+
 def synthesise_output(oracle: OracleClient, source: str, output: AssistantOutput) -> tuple[Json, str, bool] | None:
     """Render the prompt without and with the assistant message; the difference is what a model
     would have generated. Returns (apply answer for the prompt, output text, exact) or None when
     upstream cannot render either. ``exact`` is False when the assistant turn does not extend the
     generation prompt (the text is then taken after the longest common prefix)."""
-    base_inputs = {"messages": [USER], "tools": output.tools, "tool_choice": "auto",
-                   "parallel_tool_calls": output.parallel_tool_calls,
-                   "reasoning_format": output.reasoning_format, "add_generation_prompt": True}
-    base = oracle.request("chat_apply", **_apply_request(source, base_inputs))
-    full = oracle.request("chat_apply", **_apply_request(
+    base_request = output_base_request(source, output)
+    base_inputs = base_request["inputs"]
+    base = ask(oracle, "chat_apply", **base_request)
+    full = ask(oracle, "chat_apply", **_apply_request(
         source, dict(base_inputs, messages=[USER, output.message], add_generation_prompt=False)))
     if isinstance(base, OracleError) or isinstance(full, OracleError):
         return None
@@ -212,8 +228,13 @@ def _parse_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -
         stream_request = {"parser": applied["parser"], "format": applied["format"],
                           "generation_prompt": applied["generation_prompt"],
                           "reasoning_format": output.reasoning_format, "text": text}
-        steps = _answer(oracle.request("chat_parse_stream", **stream_request))
+        steps = _answer(ask(oracle, "chat_parse_stream", **stream_request))
         stream_id = f"{name}/{output.name}"
+        # the same stream, parsed with the parser llamact builds itself for the same request
+        own_expected = {k: applied[k] for k in ("format", "generation_prompt", "parser")}
+        own_expected["steps"] = steps
+        corpus.add(Case("chat_parse_own", f"chat_parse_own/{stream_id}", name,
+                        {"apply": output_base_request(source, output), "text": text}, own_expected))
         if "error" in steps:
             corpus.add(Case("chat_parse", f"chat_parse/{stream_id}", name, stream_request, steps))
             continue
@@ -236,7 +257,7 @@ def _parse_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -
             for lazy in (False, True):
                 request = {"parser": applied["parser"], "lazy": lazy}
                 corpus.add(Case("peg_grammar", f"peg_grammar/{stream_id}/{'lazy' if lazy else 'full'}", name,
-                                request, _answer(oracle.request("peg_grammar", **request))))
+                                request, _answer(ask(oracle, "peg_grammar", **request))))
 
 
 def _raw_parse_cases(oracle: OracleClient, corpus: Corpus, name: str, stream_id: str, request: Json) -> None:
@@ -244,7 +265,7 @@ def _raw_parse_cases(oracle: OracleClient, corpus: Corpus, name: str, stream_id:
     prompt + output, as digests of its compact JSON (the oracle's peg_parse_stream)."""
     prompt = (request["generation_prompt"] or "").encode("utf-8")
     data = prompt + request["text"].encode("utf-8")
-    steps = _answer(oracle.request("peg_parse_stream", parser=request["parser"], text_hex=data.hex(),
+    steps = _answer(ask(oracle, "peg_parse_stream", parser=request["parser"], text_hex=data.hex(),
                                    **{"from": len(prompt)}))
     if "error" in steps:
         corpus.add(Case("peg_parse", f"peg_parse/{stream_id}", name, {"stream": stream_id, "end": None}, steps))
@@ -268,7 +289,7 @@ def _vector_cases(oracle: OracleClient, llama_cpp_dir: Path, corpus: Corpus) -> 
     for vec in upstream_vectors.jinja_vectors(llama_cpp_dir):
         request = {"template": vec.template, "context": vec.context}
         corpus.add(Case("jinja", f"jinja/{vec.group}/{vec.name}", vec.group, request,
-                        _answer(oracle.request("jinja_render", **request))))
+                        _answer(ask(oracle, "jinja_render", **request))))
     for svec in upstream_vectors.json_schema_vectors(llama_cpp_dir):
         try:
             schema = json.loads(svec.schema_text)
@@ -276,13 +297,13 @@ def _vector_cases(oracle: OracleClient, llama_cpp_dir: Path, corpus: Corpus) -> 
             schema = svec.schema_text  # upstream feeds some unparsable text on purpose
         request = {"schema": schema}
         corpus.add(Case("json_schema", f"json_schema/{svec.name}", "upstream", request,
-                        _answer(oracle.request("json_schema_to_grammar", **request))))
+                        _answer(ask(oracle, "json_schema_to_grammar", **request))))
     from .schema_corpus import SCHEMA_CORPUS
 
     for name, schema in SCHEMA_CORPUS:
         request = {"schema": schema}
         corpus.add(Case("json_schema", f"json_schema/corpus/{name}", "corpus", request,
-                        _answer(oracle.request("json_schema_to_grammar", **request))))
+                        _answer(ask(oracle, "json_schema_to_grammar", **request))))
 
 
 TOKENIZE_TEXTS = [
@@ -304,12 +325,12 @@ def _model_cases(oracle: OracleClient, models: dict[str, Path], corpus: Corpus) 
             for parse_special in (False, True):
                 request = {"model": str(path), "text": text, "add_special": True, "parse_special": parse_special}
                 corpus.add(Case("tokenize", f"tokenize/{label}/{i}/{int(parse_special)}", label,
-                                {**request, "model": label}, _answer(oracle.request("tokenize", **request))))
+                                {**request, "model": label}, _answer(ask(oracle, "tokenize", **request))))
         for i, prompt in enumerate(GENERATE_PROMPTS):
             request = {"model": str(path), "prompt": prompt, "n_predict": 24, "n_ctx": 256, "n_batch": 256,
                        "n_threads": 2}
             corpus.add(Case("generate_greedy", f"generate_greedy/{label}/{i}", label, {**request, "model": label},
-                            _answer(oracle.request("generate_greedy", **request))))
+                            _answer(ask(oracle, "generate_greedy", **request))))
 
 
 # -- the whole corpus ------------------------------------------------------------------------

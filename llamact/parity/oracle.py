@@ -228,6 +228,21 @@ class OracleClient:
             raise OracleRequestError(result)
         return result
 
+    def batch(self, requests: list[dict[str, Any]]) -> list[Any]:
+        """Many requests (``{"op": ..., **fields}`` each) in one exchange, answered in order: each a
+        result or an :class:`OracleError`, as :meth:`request` gives them. Not cached (for the fuzzer,
+        whose inputs do not repeat)."""
+        if not requests:
+            return []
+        with self._lock:
+            answer = self._exchange(_canonical({"op": "batch", "requests": requests}), "batch")
+        results = self._unwrap("batch", answer)
+        if isinstance(results, OracleError):
+            raise OracleRequestError(results)
+        if not isinstance(results, list) or len(results) != len(requests):
+            raise OracleProcessError(f"oracle batch: {len(requests)} requests, answer {str(results)[:200]}")
+        return [self._unwrap(str(r.get("op", "")), a) for r, a in zip(requests, results, strict=True)]
+
     def send_line(self, line: str) -> dict[str, Any]:
         """Send one raw line (no cache, no id check) and return the answer object, for testing
         the protocol itself (e.g. malformed JSON)."""

@@ -339,6 +339,17 @@ INVALID = [
     'root ::= a\na ::= a "x" | "y"',
     'root ::= x\nx ::= y "a"\ny ::= | root',
     'root ::= "a"** "b"',
+    # an undefined rule referenced only in a definition given again later: llama.cpp keeps its symbol,
+    # and the rules generated after it leave its slot empty ("Undefined rule"), or a generated rule
+    # (a group's, a repetition's) keeps the reference ("Undefined rule identifier")
+    'root ::= t+\nroot ::= "a"',
+    'root ::= (t "x")\nroot ::= "a"',
+    'root ::= t "b"?\nroot ::= "a"',
+    'root ::= ("x"){0} (t){0}\nroot ::= "a"',
+    'root ::= t{1,2}\nroot ::= "a"',
+    'root ::= t{0} "a"*',
+    'root ::= (t){0}',
+    'root ::= ((t) "a"){0}',
 ]
 
 VALID = [
@@ -369,6 +380,14 @@ VALID = [
     'root ::= 123\n123 ::= "x"',
     'root ::= "a" "b" { 2 , 3 }',
     'root ::= ("x"\n{2,\n3})',
+    # ... but when no rule is added after its symbol, llama.cpp never looks at it
+    'root ::= t\nroot ::= "a"',
+    'root ::= "a"\nx ::= t\nx ::= "b"',
+    'root ::= t{2}\nroot ::= "a"',
+    # x{0} drops x: an undefined rule there is never looked at (unless a rule is generated after it)
+    "root ::= t{0}",
+    'root ::= "a" t{0,0} "b"',
+    'root ::= ("a" t{0})',
 ]
 
 # Stricter than llama.cpp on purpose (see llamact.grammar.gbnf): llama.cpp takes these.

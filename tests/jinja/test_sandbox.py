@@ -3,13 +3,13 @@ within the configured bounds with a LlamaException."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from llamact.errors import LlamaException
-from llamact.jinja import JinjaLimitExceeded, RenderLimits, render
+from llamact.jinja import JinjaLimitExceeded, RenderLimits, environment, render
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -90,11 +90,19 @@ LIMITS = RenderLimits(max_seconds=1.0, max_output_chars=1_000_000)
     pytest.param("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
                  id="exponential-macro"),
 ])
-def test_long_render_stops_at_the_time_bound(template: str) -> None:
-    started = time.monotonic()
-    with pytest.raises(JinjaLimitExceeded):
+def test_long_render_stops_at_the_time_bound(template: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # events, not wall time: the render's clock is a fake that advances 10 ms per reading, and the
+    # render must stop at the first reading past its deadline
+    readings: list[float] = []
+
+    def monotonic() -> float:
+        readings.append(len(readings) * 0.01)
+        return readings[-1]
+
+    monkeypatch.setattr(environment, "time", SimpleNamespace(monotonic=monotonic))
+    with pytest.raises(JinjaLimitExceeded, match="took longer"):
         render(template, {}, limits=LIMITS)
-    assert time.monotonic() - started < 10 * LIMITS.max_seconds
+    assert readings[-1] > LIMITS.max_seconds and readings[-2] <= LIMITS.max_seconds
 
 
 @pytest.mark.parametrize("template", [

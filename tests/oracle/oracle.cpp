@@ -28,6 +28,9 @@
 #include "jinja/parser.h"
 #include "jinja/runtime.h"
 
+// llama.cpp's own GBNF parser (src/, not a public header; its symbols are exported from libllama)
+#include "llama-grammar.h"
+
 #include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
@@ -320,6 +323,24 @@ static llama_model * get_model(const std::string & path) {
     }
     g_models[path].model = model;
     return model;
+}
+
+// Vocabulary-only loads (no weights), for the grammar parser's token references; cached by path.
+static std::map<std::string, llama_model *> g_vocab_models;
+
+static const llama_vocab * get_vocab(const std::string & path) {
+    auto it = g_vocab_models.find(path);
+    if (it != g_vocab_models.end()) {
+        return llama_model_get_vocab(it->second);
+    }
+    llama_model_params mparams = llama_model_default_params();
+    mparams.vocab_only = true;
+    llama_model * model = llama_model_load_from_file(path.c_str(), mparams);
+    if (!model) {
+        throw std::runtime_error("failed to load the vocabulary of model: " + path);
+    }
+    g_vocab_models[path] = model;
+    return llama_model_get_vocab(model);
 }
 
 static std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text, bool add_special,
@@ -1233,7 +1254,94 @@ static ojson op_autoparser_helper(const ojson & req) {
     throw bad_request("unknown autoparser helper '" + helper + "'");
 }
 
+// --- small facts about upstream's building blocks ------------------------------------------------
+
+// The default capabilities (a default-constructed jinja::caps, before any probing).
+static ojson op_caps_defaults(const ojson &) {
+    ojson out = ojson::object();
+    for (const auto & [key, value] : jinja::caps{}.to_map()) {
+        out[key] = value;
+    }
+    return out;
+}
+
+// common_json's dump() of doubles given as IEEE-754 bit patterns ("bits": 16 hex digits each, so
+// that -0.0, subnormals and every last bit travel exactly); one answer string per double, in order.
+static ojson op_json_dump_doubles(const ojson & req) {
+    const ojson & bits = require(req, "bits");
+    if (!bits.is_array()) {
+        throw bad_request("field 'bits' must be an array of 16-digit hex strings");
+    }
+    ojson out = ojson::array();
+    for (const auto & b : bits) {
+        if (!b.is_string() || b.get<std::string>().size() != 16) {
+            throw bad_request("field 'bits' must be an array of 16-digit hex strings");
+        }
+        const uint64_t u = std::stoull(b.get<std::string>(), nullptr, 16);
+        double d;
+        static_assert(sizeof d == sizeof u, "double is 64 bits");
+        std::memcpy(&d, &u, sizeof d);
+        out.push_back(common_json(d).dump());
+    }
+    return out;
+}
+
+// llama.cpp's GBNF parser (llama_grammar_parser::parse, as llama_grammar_init_impl runs it first)
+// on each of "grammars": {parsed, root (the start symbol exists), error (what it printed)}. With
+// "model" (a GGUF path) the parser gets that model's vocabulary (loaded without weights) for token
+// references. The left-recursion check and stack building of llama_grammar_init_impl are not run:
+// some grammars make them loop for ever. Beware: "{m,n}" with m > n makes the parser itself loop.
+static ojson op_gbnf_parse(const ojson & req) {
+    const ojson & grammars = require(req, "grammars");
+    if (!grammars.is_array()) {
+        throw bad_request("field 'grammars' must be an array of strings");
+    }
+    const std::string root = opt_string(req, "root", "root");
+    const std::string model_path = opt_string(req, "model", "");
+    const llama_vocab * vocab = model_path.empty() ? nullptr : get_vocab(model_path);
+    ojson out = ojson::array();
+    for (const auto & g : grammars) {
+        if (!g.is_string()) {
+            throw bad_request("field 'grammars' must be an array of strings");
+        }
+        // the parser reports its error on stderr only: catch it there
+        fflush(stderr);
+        FILE * capture = tmpfile();
+        const int saved = dup(STDERR_FILENO);
+        if (capture) {
+            dup2(fileno(capture), STDERR_FILENO);
+        }
+        llama_grammar_parser parser(vocab);
+        const bool parsed = parser.parse(g.get<std::string>().c_str());
+        fflush(stderr);
+        std::string printed;
+        if (capture) {
+            dup2(saved, STDERR_FILENO);
+            rewind(capture);
+            char buf[4096];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, capture)) > 0 && printed.size() < 65536) {
+                printed.append(buf, n);
+            }
+            fclose(capture);
+        }
+        close(saved);
+        std::string error;
+        const std::string head = "error parsing grammar: ";
+        const size_t at = printed.find(head);
+        if (at != std::string::npos) {
+            const size_t from = at + head.size();
+            error = printed.substr(from, printed.find('\n', from) - from);
+        }
+        const bool has_root = parsed && parser.symbol_ids.count(root) > 0;
+        out.push_back({{"parsed", parsed && !parser.rules.empty()}, {"root", has_root}, {"error", error}});
+    }
+    return out;
+}
+
 using op_fn = ojson (*)(const ojson &);
+
+static ojson op_batch(const ojson & req);
 
 static const std::map<std::string, op_fn> & operations() {
     static const std::map<std::string, op_fn> ops = {
@@ -1241,6 +1349,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"jinja_render", op_jinja_render},
         {"jinja_render_timing", op_jinja_render_timing},
         {"caps", op_caps},
+        {"caps_defaults", op_caps_defaults},
         {"chat_apply", op_chat_apply},
         {"chat_apply_timing", op_chat_apply_timing},
         {"chat_parse", op_chat_parse},
@@ -1248,6 +1357,8 @@ static const std::map<std::string, op_fn> & operations() {
         {"chat_parse_timing", op_chat_parse_timing},
         {"msg_diffs", op_msg_diffs},
         {"json_schema_to_grammar", op_json_schema_to_grammar},
+        {"json_dump_doubles", op_json_dump_doubles},
+        {"gbnf_parse", op_gbnf_parse},
         {"peg_grammar", op_peg_grammar},
         {"peg_parse", op_peg_parse},
         {"peg_parse_stream", op_peg_parse_stream},
@@ -1258,6 +1369,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"autoparser_helper", op_autoparser_helper},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
+        {"batch", op_batch},
     };
     return ops;
 }
@@ -1270,14 +1382,8 @@ static ojson error_answer(const ojson & id, const std::string & kind, const std:
     return {{"id", id}, {"ok", false}, {"error", {{"kind", kind}, {"message", message}}}};
 }
 
-static ojson handle(const std::string & line) {
-    ojson req;
-    try {
-        req = ojson::parse(line);
-    } catch (const std::exception & e) {
-        return error_answer(nullptr, "json_parse", e.what());
-    }
-    ojson id = req.is_object() && req.contains("id") ? req.at("id") : ojson(nullptr);
+// One request object (its own "now" applies to it alone): the answer, never an exception.
+static ojson dispatch(const ojson & req, const ojson & id) {
     try {
         if (!req.is_object()) {
             throw bad_request("a request must be a JSON object");
@@ -1310,6 +1416,39 @@ static ojson handle(const std::string & line) {
         g_oracle_now = ORACLE_DEFAULT_NOW;
         return error_answer(id, "unknown", "unknown exception");
     }
+}
+
+static ojson handle(const std::string & line) {
+    ojson req;
+    try {
+        req = ojson::parse(line);
+    } catch (const std::exception & e) {
+        return error_answer(nullptr, "json_parse", e.what());
+    }
+    ojson id = req.is_object() && req.contains("id") ? req.at("id") : ojson(nullptr);
+    return dispatch(req, id);
+}
+
+// Many requests in one line, for throughput (the fuzzer): each answered as if sent alone, without
+// "id"; an answer holding invalid UTF-8 gets U+FFFD replacements and "lossy_utf8": true.
+static ojson op_batch(const ojson & req) {
+    const ojson & requests = require(req, "requests");
+    if (!requests.is_array()) {
+        throw bad_request("field 'requests' must be an array of request objects");
+    }
+    ojson out = ojson::array();
+    for (const auto & sub : requests) {
+        ojson answer = dispatch(sub, nullptr);
+        answer.erase("id");
+        try {
+            (void) answer.dump();
+        } catch (const ojson::type_error &) {
+            answer = ojson::parse(answer.dump(-1, ' ', false, ojson::error_handler_t::replace));
+            answer["lossy_utf8"] = true;
+        }
+        out.push_back(std::move(answer));
+    }
+    return out;
 }
 
 // Strict UTF-8 first; an answer holding invalid UTF-8 (e.g. a template slicing a string by bytes)
@@ -1371,6 +1510,9 @@ int main(int argc, char ** argv) {
 
     for (auto & [path, entry] : g_models) {
         llama_model_free(entry.model);
+    }
+    for (auto & [path, model] : g_vocab_models) {
+        llama_model_free(model);
     }
     llama_backend_free();
     return 0;

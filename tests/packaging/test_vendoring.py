@@ -6,7 +6,6 @@ import importlib.util
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -80,11 +79,24 @@ def test_local_directory_source_is_verified(vendor: ModuleType, tmp_path: Path, 
 
 
 def test_unreachable_github_fails_fast(vendor: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    # "fast" as events, not wall time: the reachability probe is the only network call, and it is
+    # bounded by NETWORK_TIMEOUT_S; no download is attempted after it fails
     pin = dict(vendor.load_pin(), github="https://unreachable.invalid/llama.cpp")
-    started = time.monotonic()
+    probes: list[tuple[object, object]] = []
+    real_connect = vendor.socket.create_connection
+
+    def probe(address, timeout=None, *args, **kwargs):
+        probes.append((address, timeout))
+        return real_connect(address, timeout, *args, **kwargs)
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("a download was attempted after the probe failed")
+
+    monkeypatch.setattr(vendor.socket, "create_connection", probe)
+    monkeypatch.setattr(vendor.urllib.request, "urlopen", no_download)
     with pytest.raises(vendor.VendorError, match="unreachable"):
         vendor.from_github(pin, tmp_path / "staging")
-    assert time.monotonic() - started < 3 * vendor.NETWORK_TIMEOUT_S
+    assert probes == [(("unreachable.invalid", 443), vendor.NETWORK_TIMEOUT_S)]
 
 
 def test_pin_file_is_valid_json(repo_root: Path) -> None:

@@ -38,7 +38,10 @@ _FAILED = "Unable to generate parser for this template. Automatic parser generat
 
 
 class AutoparserError(LlamaUnsupportedException):
-    """No parser could be generated for the template (upstream's ``std::invalid_argument``)."""
+    """No parser could be generated for the template (upstream's ``std::invalid_argument``);
+    ``reason`` is upstream's text, without llamact's naming of the template source."""
+
+    reason: str = ""
 
 
 def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
@@ -54,7 +57,11 @@ def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
             analysis = analyze_template(tmpl)
         data = generate_parser(tmpl, inputs, analysis)
     except LlamaException as exc:
-        raise AutoparserError(_FAILED + exc.message, {"origin": tmpl.origin, "reason": exc.message}) from exc
+        inner = getattr(exc, "reason", None)
+        reason = _FAILED + (inner if isinstance(inner, str) else exc.message)
+        error = AutoparserError(_FAILED + exc.message, {"origin": tmpl.origin, "reason": reason})
+        error.reason = reason  # upstream's text; the message keeps llamact's naming of the template
+        raise error from exc
 
     pairs = []
     if analysis.assistant_start:
