@@ -114,7 +114,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                 "stop_reason": result.stop_reason.value,
                 "finish_reason": result.stop_reason.finish_reason,
                 "timings": {
-                    "prompt_n": t.n_prompt, "prompt_ms": t.prompt_ms,
+                    "cache_n": t.n_cached, "prompt_n": t.n_prompt, "prompt_ms": t.prompt_ms,
                     "prompt_per_second": t.prompt_tokens_per_s,
                     "predicted_n": t.n_generated, "predicted_ms": t.decode_ms,
                     "predicted_per_second": t.decode_tokens_per_s,

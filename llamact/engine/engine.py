@@ -20,6 +20,7 @@ from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
+from .prompt_cache import PromptCache
 from .sampling import sampler_specs
 from .templating import EngineTemplates
 
@@ -28,8 +29,9 @@ class GenerationStream:
     """An iterator of GenerationChunk that releases its engine exactly once: at the end, on
     ``close()``, on leaving a ``with`` block, or when garbage-collected unfinished."""
 
-    def __init__(self, chunks: Iterator[GenerationChunk], release: Callable[[], None]) -> None:
+    def __init__(self, chunks: Iterator[GenerationChunk], release: Callable[[], None], n_cached: int = 0) -> None:
         self._chunks = chunks
+        self.n_cached = n_cached  # prompt tokens reused from the KV cache, not evaluated again
         self._release: Callable[[], None] | None = release
 
     def __iter__(self) -> GenerationStream:
@@ -81,6 +83,7 @@ class LlamaEngine:
         self.context = context
         self.params = params
         self._busy = threading.Lock()
+        self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
 
     @classmethod
@@ -143,6 +146,13 @@ class LlamaEngine:
         ``generate()`` starts afresh."""
         self.context.request_abort()
 
+    @property
+    def context_tokens(self) -> tuple[int, ...]:
+        """The tokens the context's KV cache holds between generations, position by position: the
+        last prompt and what was generated from it, as far as it was evaluated. The next
+        ``generate()`` reuses its common prefix with the new prompt (``GenerationParams.cache_prompt``)."""
+        return self._prompt_cache.tokens
+
     # -- tokens ----------------------------------------------------------------------------
 
     def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
@@ -166,7 +176,10 @@ class LlamaEngine:
         ``params.stop``; the stream closes it when it ends (also when this call raises).
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
-        is dropped unfinished releases it when collected.
+        is dropped unfinished releases it when collected. The prompt's prefix in common with
+        ``context_tokens`` is not evaluated again (``stream.n_cached`` tokens) unless
+        ``params.cache_prompt`` is False. Logits depend slightly on how tokens were batched, so a
+        sampled continuation may differ from a fresh evaluation's (as with llama-server's cache).
         """
         params = params or GenerationParams()
         try:
@@ -192,15 +205,16 @@ class LlamaEngine:
             self._busy.release()
 
         try:
-            loop = generate(self.context, sampler, tokens, params.max_tokens, stops, params.render_special)
+            # The KV cache keeps the prefix this prompt shares with what it holds (prompt cache);
+            # only the rest is evaluated.
+            n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt)
+            rest = tokens[n_cached:]
+            loop = generate(self.context, sampler, rest, params.max_tokens, stops, params.render_special,
+                            n_past=n_cached)
         except BaseException:
             release()
             raise
-        return GenerationStream(self._fresh_context_then(loop), release)
-
-    def _fresh_context_then(self, loop: Iterator[GenerationChunk]) -> Iterator[GenerationChunk]:
-        self.context.memory_clear()  # each generation starts from an empty KV cache
-        yield from loop
+        return GenerationStream(self._prompt_cache.track(loop, rest), release, n_cached)
 
     def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
         # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
@@ -295,7 +309,7 @@ class LlamaEngine:
         tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
         sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
         generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
-        return ChatStream(generation, result, parser, len(tokens), model=self.model.path.name)
+        return ChatStream(generation, result, parser, len(tokens), generation.n_cached, model=self.model.path.name)
 
     def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""

@@ -38,10 +38,14 @@ class StopReason(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Timings:
+    """``n_prompt`` prompt tokens evaluated in ``prompt_ms`` (after ``n_cached`` reused from the
+    KV cache: the prompt has ``n_cached + n_prompt`` tokens), ``n_generated`` in ``decode_ms``."""
+
     n_prompt: int
     n_generated: int
     prompt_ms: float
     decode_ms: float
+    n_cached: int = 0
 
     @property
     def prompt_tokens_per_s(self) -> float:
@@ -112,6 +116,7 @@ def generate(
 def _token_loop(
     stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int
 ) -> Iterator[GenerationChunk]:
+    n_cached = n_past
     t0 = time.perf_counter()
     reason: StopReason | None = None if stepper.prefill(prompt_tokens) else StopReason.CANCELLED
     n_past += len(prompt_tokens)
@@ -152,7 +157,8 @@ def _token_loop(
         return
     tail = end_text + ("" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush())
     yield GenerationChunk(
-        tail, None, reason, Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000),
+        tail, None, reason,
+        Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000, n_cached),
         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
     )
 

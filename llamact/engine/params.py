@@ -35,6 +35,9 @@ class GenerationParams:
 
     ``greedy`` (or ``temperature`` <= 0) always takes the most likely token. ``max_tokens`` -1
     generates until an end-of-generation token, a stop string, or a full context.
+    ``cache_prompt`` (llama-server's): reuse the KV cache for the prompt's prefix in common with
+    what the context holds from the previous generation, evaluating only the rest; False clears
+    the KV cache and evaluates the whole prompt.
     """
 
     max_tokens: int = 256
@@ -66,6 +69,7 @@ class GenerationParams:
     grammar: str | None = None
     stop: str | Sequence[str] = ()
     render_special: bool = False
+    cache_prompt: bool = True
 
     def __post_init__(self) -> None:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each

@@ -32,6 +32,7 @@ class ContextOptions:
     embeddings: bool = False
     offload_kqv: bool = True
     no_perf: bool = False
+    swa_full: bool = True     # sliding-window layers keep every position (False: only the window)
 
 
 def _available_memory() -> int | None:
@@ -145,6 +146,7 @@ class Context(NativeHandle):
         params.embeddings = options.embeddings
         params.offload_kqv = options.offload_kqv
         params.no_perf = options.no_perf
+        params.swa_full = options.swa_full
 
         n_ctx = int(params.n_ctx) or model.n_ctx_train
         if not gpu_offload:
@@ -187,6 +189,9 @@ class Context(NativeHandle):
             self.options = options
             self._n_ctx = int(lib.llama_n_ctx(ptr))  # fixed for the context's life
             self._n_batch = int(lib.llama_n_batch(ptr))
+            # A sliding-window cache that is not full-size forgets positions older than the window
+            # (keep_prefix must know); llama.cpp's default is full-size, then nothing is forgotten.
+            self._swa_forgets = 0 if params.swa_full else int(lib.llama_model_n_swa(model_ptr))
             model._adopt(self)
 
     def close(self) -> None:
@@ -292,6 +297,29 @@ class Context(NativeHandle):
 
     def memory_seq_pos_max(self, seq_id: int = 0) -> int:
         return int(self._memory_call("llama_memory_seq_pos_max", seq_id))
+
+    def keep_prefix(self, n_keep: int) -> bool:
+        """Keep positions ``0 .. n_keep-1`` of sequence 0 in the memory and drop the rest, so that
+        decoding goes on at position ``n_keep``. True when the memory now holds exactly that prefix
+        and can attend from it; otherwise the memory is cleared and the result is False: recurrent
+        and hybrid states cannot be cut back (llama_memory_seq_rm refuses), a sliding-window cache
+        smaller than the context may have forgotten positions the next tokens attend to, and a
+        memory changed behind the caller's back holds fewer positions than ``n_keep``."""
+        if n_keep <= 0:
+            self.memory_clear()
+            return n_keep == 0
+        with self.pinned() as ptr:
+            lib = self._lib
+            memory = lib.llama_get_memory(ptr)
+            kept = bool(lib.llama_memory_seq_rm(memory, 0, n_keep, -1))
+            pos_min = int(lib.llama_memory_seq_pos_min(memory, 0))
+            pos_max = int(lib.llama_memory_seq_pos_max(memory, 0))
+            # llama-server's test (server-context.cpp, "forcing full prompt re-processing"): the
+            # oldest position held must lie before the window of the next position.
+            usable = kept and pos_max == n_keep - 1 and 0 <= pos_min < max(1, n_keep - self._swa_forgets)
+            if not usable:
+                lib.llama_memory_clear(memory, True)
+        return usable
 
     # -- state -----------------------------------------------------------------------------
 

@@ -144,7 +144,9 @@ class E2ECase:
             "chat_template_kwargs": {"enable_thinking": self.enable_thinking},
             "custom_template": path.read_text(encoding="utf-8") if path is not None else None,
             "reasoning_format": self.reasoning_format,
-            "params": {"greedy": True, "max_tokens": self.max_tokens, "stop": list(self.stop)},
+            # no prompt cache, as the server's request: logits depend on how the prompt was
+            # batched, so a prompt evaluated in pieces may be sampled differently
+            "params": {"greedy": True, "max_tokens": self.max_tokens, "stop": list(self.stop), "cache_prompt": False},
         }
 
 
