@@ -4,12 +4,11 @@ within the configured bounds with a LlamaException."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from llamact.errors import LlamaException
-from llamact.jinja import JinjaLimitExceeded, RenderLimits, environment, render
+from llamact.jinja import JinjaLimitExceeded, RenderLimits, budget, render
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -99,7 +98,7 @@ def test_long_render_stops_at_the_time_bound(template: str, monkeypatch: pytest.
         readings.append(len(readings) * 0.01)
         return readings[-1]
 
-    monkeypatch.setattr(environment, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(budget, "_clock", monotonic)
     with pytest.raises(JinjaLimitExceeded, match="took longer"):
         render(template, {}, limits=LIMITS)
     assert readings[-1] > LIMITS.max_seconds and readings[-2] <= LIMITS.max_seconds
