@@ -37,6 +37,7 @@ from jinja2.lexer import (
 from jinja2.parser import Parser
 from jinja2.runtime import ChainableUndefined, Context, LoopContext
 from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import missing, pass_context
 from jinja2.visitor import NodeTransformer
 
 from .budget import OBJECT_BYTES, SLOT_BYTES, container_cost, current_budget
@@ -45,6 +46,7 @@ from .filters import apply_filter
 from .isolation import before_write
 from .methods import bind, builtins_for, call_builtin
 from .operators import binop, chain, unop
+from .scoping import DYNAMIC_VALUE_FILTER, LlamaCodeGenerator, dynamic_lookup, upstream_scopes
 from .tests import run_test
 from .values import is_int, is_undefined, printed, type_name, utf8_index, utf8_len
 
@@ -228,8 +230,14 @@ def _internal_filters() -> dict[str, Any]:
     def slice_of(obj: Any, start: Any, stop: Any, step: Any) -> Any:
         return _slice(obj, slice(start, stop, step))
 
+    @pass_context  # the lookup depends on the render: jinja2 must not fold it into a constant
+    def dyn_value(context: Context, name: str) -> Any:
+        value = dynamic_lookup((name,), sys._getframe(1), context)[0]  # called by the macro's own code
+        return LlamaUndefined(name=name) if value is missing else value
+
     return {"__llamact_iter": _for_iterable, "__llamact_slice": slice_of, "__llamact_cmp": compare,
-            "__llamact_concat": concat, "__llamact_add": add, "__llamact_setattr": _set_member}
+            "__llamact_concat": concat, "__llamact_add": add, "__llamact_setattr": _set_member,
+            DYNAMIC_VALUE_FILTER: dyn_value}
 
 
 class _Filters(dict[str, Any]):
@@ -405,6 +413,7 @@ class _Rewriter(NodeTransformer):
 class LlamaEnvironment(SandboxedEnvironment):
     """jinja2's sandbox with upstream's semantics (see the module docstring)."""
 
+    code_generator_class = LlamaCodeGenerator
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
     intercepted_unops = frozenset({"+", "-"})
 
@@ -443,7 +452,7 @@ class LlamaEnvironment(SandboxedEnvironment):
         tree = Parser(self, source, name, filename).parse()
         out = _Rewriter(name).visit(tree)
         assert isinstance(out, nodes.Template)
-        return out
+        return upstream_scopes(out)
 
     # -- the sandbox's hooks: every attribute, item, call and operator passes here ----------
 
@@ -463,6 +472,10 @@ class LlamaEnvironment(SandboxedEnvironment):
             raise TemplateError("Callee is not a function: got " + type_name(__obj))
         current_budget().check_time()
         return super().call(__context, __obj, *args, **kwargs)
+
+    def llamact_dynamic(self, context: Context, names: tuple[str, ...]) -> list[Any]:
+        """A macro's start: the caller's values of ``names`` (scoping.py; called by the macro's code)."""
+        return dynamic_lookup(names, sys._getframe(1), context)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if operator in ("//", "**"):
