@@ -82,7 +82,7 @@ class ChatTemplate:
 
 @functools.lru_cache(maxsize=128)
 def _cached_template(source: str, bos_token: str, eos_token: str, origin: str) -> ChatTemplate:
-    compiled = compile_template(source, origin)
+    compiled = compile_template(source, origin, context_source=normalized_source(source))
     return ChatTemplate(normalized_source(source), bos_token, eos_token, origin, compiled, template_caps(source))
 
 

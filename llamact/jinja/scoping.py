@@ -15,7 +15,7 @@ Everything else (``if``, ``{% set x %}...{% endset %}``, ``{% filter %}``) runs 
 is in, so what it sets stays set after it.
 
 jinja2 scopes lexically, gives each loop iteration a fresh scope and set and filter blocks scopes of
-their own. ``upstream_scopes`` (a tree pass) and ``LlamaCodeGenerator`` give upstream's rules:
+their own. ``upstream_scopes`` (a tree pass) and codegen.LlamaCodeGenerator give upstream's rules:
 
 * ``visit_For`` initialises a loop's variables once, before the loop, not at every iteration
   (jinja2 still resets them when the loop ends);
@@ -41,13 +41,11 @@ from types import FrameType
 from typing import Any, cast
 
 from jinja2 import nodes
-from jinja2.compiler import CodeGenerator, Frame
-from jinja2.idtracking import VAR_LOAD_ALIAS, VAR_LOAD_UNDEFINED
 from jinja2.runtime import Context
 from jinja2.utils import missing
 from jinja2.visitor import NodeTransformer
 
-__all__ = ["DYNAMIC_METHOD", "DYNAMIC_VALUE_FILTER", "LlamaCodeGenerator", "dynamic_lookup", "upstream_scopes"]
+__all__ = ["DYNAMIC_METHOD", "DYNAMIC_NAMES", "DYNAMIC_VALUE_FILTER", "dynamic_lookup", "upstream_scopes"]
 
 DYNAMIC_METHOD = "llamact_dynamic"            # environment.<it>(context, names): the caller's values
 DYNAMIC_VALUE_FILTER = "__llamact_dyn_value"  # the caller's value, or an undefined named after it
@@ -63,84 +61,6 @@ def _internal(name: str, lineno: int) -> nodes.InternalName:
     out = object.__new__(nodes.InternalName)
     nodes.Node.__init__(out, name, lineno=lineno)
     return out
-
-
-class LlamaCodeGenerator(CodeGenerator):
-    """jinja2's code generator with upstream's scopes (see the module docstring)."""
-
-    _hoisted = False
-    _macro: nodes.Macro | None = None
-
-    def macro_body(self, node: nodes.Macro | nodes.CallBlock, frame: Frame) -> Any:
-        if isinstance(node, nodes.Macro):  # a call block's body is the caller's: lexical, as jinja2 has it
-            self._macro = node
-        return super().macro_body(node, frame)
-
-    def visit_For(self, node: nodes.For, frame: Frame) -> None:
-        if node.recursive:  # not upstream syntax: the parser refuses it before code is generated
-            super().visit_For(node, frame)
-            return
-        # The symbols jinja2 is about to give the loop body (identifiers depend only on the level
-        # and the name), initialised here, once; enter_frame then skips the per-iteration copy.
-        scope = frame.inner()
-        scope.symbols.declare_parameter("loop")
-        scope.symbols.analyze_node(node, for_branch="body")
-        super().enter_frame(scope)
-        self._hoisted = True
-        super().visit_For(node, frame)
-
-    def enter_frame(self, frame: Frame) -> None:
-        if self._macro is not None:
-            macro, self._macro = self._macro, None
-            self._enter_macro(frame, getattr(macro, DYNAMIC_NAMES, ()))
-            return
-        if self._hoisted and frame.loop_frame:
-            self._hoisted = False
-            return
-        super().enter_frame(frame)
-
-    def _enter_macro(self, frame: Frame, names: Iterable[str]) -> None:
-        """A macro's start: its dynamic names come from the caller, in one lookup; jinja2's own
-        initialisation for the rest. A name the body reads from an enclosing function (a Python
-        closure in jinja2's code) gets a local of the macro's own, so every read sees the caller's."""
-        symbols = frame.symbols
-        for name in names:
-            if name not in symbols.refs:
-                symbols.store(name)  # a local of its own (not a parameter: reads check for missing)
-        idents = [symbols.refs[n] for n in names]
-        loads = symbols.loads
-        # A name the body sets before it reads it starts unset, not as jinja2's alias of an
-        # enclosing function's variable: a macro it calls then looks further, in its caller.
-        symbols.loads = {k: (VAR_LOAD_UNDEFINED, None) if v[0] == VAR_LOAD_ALIAS else v
-                         for k, v in loads.items() if k not in idents}
-        super().enter_frame(frame)
-        symbols.loads = loads
-        if idents:
-            targets = ", ".join(idents) + ("," if len(idents) == 1 else "")
-            self.writeline(f"{targets} = environment.{DYNAMIC_METHOD}(context, {tuple(names)!r})")
-
-    def visit_AssignBlock(self, node: nodes.AssignBlock, frame: Frame) -> None:
-        self.push_assign_tracking()
-        body = frame.soft()  # upstream runs the body in the enclosing context
-        body.require_output_check = False
-        self.buffer(body)
-        self.blockvisit(node.body, body)
-        self.newline(node)
-        self.visit(node.target, frame)
-        self.write(" = ")
-        if node.filter is not None:
-            self.visit_Filter(node.filter, body)
-        else:
-            self.write(f"concat({body.buffer})")
-        self.pop_assign_tracking(frame)
-
-    def visit_FilterBlock(self, node: nodes.FilterBlock, frame: Frame) -> None:
-        body = frame.soft()
-        self.buffer(body)
-        self.blockvisit(node.body, body)
-        self.start_write(frame, node)
-        self.visit_Filter(node.filter, body)
-        self.end_write(frame)
 
 
 # -- the tree pass ----------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ leaves: the label of the known difference, or None for anything else.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 __all__ = ["KNOWN_DIFFERENCES", "known_difference"]
@@ -21,22 +20,12 @@ Json = Any
 
 #: label -> where the fix belongs and what it is
 KNOWN_DIFFERENCES = {
-    "jinja-error-location": (
-        "llamact/jinja: upstream's template runtime errors carry a location preamble "
-        "('\\n------------\\nWhile executing <Node> at line L, column C in source:\\n<excerpt>\\n<caret>\\n"
-        "Error: <message>'); llamact's message is <message> alone"),
-    "jinja-error-hint": (
-        "llamact/jinja: upstream's name for an undefined value's type carries the name that was looked up "
-        "(\"Undefined (hint: '<name>')\", e.g. in 'Callee is not a function: got Undefined (hint: ...)'); "
-        "llamact's says 'Undefined'"),
     "jinja-syntax-error-text": (
         "llamact/jinja: a template that does not compile fails on both sides, but llamact's message is "
         "jinja2's ('tag name expected', 'unexpected character in number: 1e3') where upstream's lexer and "
         "parser say their own ('Unknown statement', 'parser: Parser Error: Expected }} (Got e3)...')"),
 }
 
-_HINT = re.compile(r"(?<=Undefined) \(hint: '[^']*'\)")
-_PREAMBLE = re.compile(r"\n------------\nWhile executing .*?\nError: ", re.S)
 _TEMPLATE_COMPONENTS = ("jinja", "template_jinja", "caps", "template_render", "chat_apply")
 
 
@@ -47,15 +36,8 @@ def known_difference(component: str, expected: Json, got: Json) -> str | None:
         return None
     if not (isinstance(got, dict) and isinstance(got.get("raised"), dict)):
         return None
-    message, text = str(expected["error"].get("message", "")), str(got["raised"].get("message", ""))
+    message = str(expected["error"].get("message", ""))
     if got["raised"].get("exception") == "JinjaSyntaxError" and expected["error"].get("kind") == "runtime_error" \
             and "\nWhile executing " not in message:
         return "jinja-syntax-error-text"
-    # the preamble may also sit inside a message that wraps the template's error ("Unable to
-    # generate parser for this template. Automatic parser generation failed: <preamble>Error: ...")
-    inner = _PREAMBLE.sub("", message)
-    if text == inner and inner != message:
-        return "jinja-error-location"
-    if text == _HINT.sub("", inner) and text != inner:
-        return "jinja-error-hint"
     return None

@@ -25,6 +25,7 @@ failed: " and the reason); the original exception is its ``__cause__``.
 from __future__ import annotations
 
 from ...errors import LlamaException, LlamaUnsupportedException
+from ...jinja import JinjaException
 from ..render import TemplateInputs
 from ..result import ChatParams
 from ..templates import ChatTemplate
@@ -54,7 +55,10 @@ def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
             analysis = analyze_template(tmpl)
         data = generate_parser(tmpl, inputs, analysis)
     except LlamaException as exc:
-        raise AutoparserError(_FAILED + exc.message, {"origin": tmpl.origin, "reason": exc.message}) from exc
+        # upstream's what(): a template error's own text (its located message), not llamact's
+        # "(template <origin>, line N)" suffix
+        reason = exc.reason if isinstance(exc, JinjaException) else exc.message
+        raise AutoparserError(_FAILED + reason, {"origin": tmpl.origin, "reason": reason}) from exc
 
     pairs = []
     if analysis.assistant_start:
