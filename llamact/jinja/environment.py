@@ -41,6 +41,7 @@ from .operators import binop, chain, unop
 from .positions import LlamaParser, locate
 from .rewrite import TRUTH_FILTER, Rewriter
 from .scoping import DYNAMIC_VALUE_FILTER, dynamic_lookup, upstream_scopes
+from .syntax import refusal
 from .tests import run_test
 from .values import FunctionMacro, as_string, is_int, is_undefined, printed, type_name, utf8_index, utf8_len
 
@@ -379,6 +380,9 @@ class LlamaEnvironment(SandboxedEnvironment):
         super().handle_exception(source)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        refused = refusal(source, name)  # upstream's lexer and parser first: their messages
+        if refused is not None:
+            raise refused
         parser = LlamaParser(self, source, name, filename)
         tree = parser.parse()
         locate(tree, parser.tokens)

@@ -83,6 +83,9 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
               "a runtime error with its location (jinja::rethrown_exception, \"\\n------------\\nWhile "
               "executing ...\"), a template's raise_exception (\"Jinja Exception: ...\")",
               (JinjaRuntimeError,), MessageRule.EXACT),
+    ErrorKind("exception", _in("jinja", "template_jinja", "caps"),
+              "a number literal std::stoll / std::stod refuse while parsing (std::out_of_range: \"stoll\")",
+              (JinjaSyntaxError,), MessageRule.EXACT),
     ErrorKind("invalid_argument", _in("json_schema"),
               "the JSON-schema converter's \"JSON schema conversion failed:\\n...\"",
               (LlamaUnsupportedException,), MessageRule.EXACT_PLUS_LOCATION),

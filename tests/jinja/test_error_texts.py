@@ -4,7 +4,8 @@ Upstream prefixes a runtime error with where the innermost statement that failed
 executing <Type> at line L, column C in source:", a 40-byte excerpt either side, a caret), names an
 undefined value's type with what was looked up ("Undefined (hint: 'x')"), refuses a function where
 it tests truth ("Function is not a bool value"), checks unpacking and object keys before it assigns,
-binds macro arguments its own way, and checks the arguments of its select filters. The cases mix
+binds macro arguments its own way, checks the arguments of its select filters, and refuses source
+with its own lexer's and parser's texts. The cases mix
 every statement and expression type, chains, parentheses, macros and call blocks, line ends and
 multi-byte characters cut by the excerpt.
 """
@@ -153,6 +154,48 @@ FILTER_ARGS = [
     "{{ [{'a': 1}]|selectattr('a')|list }}",
 ]
 
+SYNTAX = [
+    '{%',
+    '{{ 7 // 2 }}',
+    '{{ 2 ** 3 }}',
+    '{{ 1e3 }}',
+    '{{ {{}: 2} }}',
+    '{% for x in y recursive %}{% endfor %}',
+    '{% raw %}x{% endraw %}',
+    "{% extends 'x' %}",
+    '{% if %}',
+    '{% if x %}',
+    '{{ x',
+    "{{ 'abc",
+    "{{ 'a\\q' }}",
+    '{{ x ! y }}',
+    '{{ é }}',
+    '{{ 99999999999999999999 }}',
+    '{{ 1.0000 }}',
+    '{{ [1, 2 }}',
+    "{{ {'a' 1} }}",
+    '{% set x %}',
+    '{% endif %}',
+    '{% for x y %}{% endfor %}',
+    '{% call 1() %}{% endcall %}',
+    '{% macro %}',
+    '{#',
+    '{{ x }}}',
+    '{{ f(a=) }}',
+    '{{ x | }}',
+    '{{ x is }}',
+    '{{ -}}',
+    '{% generation x y %}',
+    '{{ x.1 }}',
+    '{{ (1, 2) }}',
+    '{{ not }}',
+    '- {{ + }}',
+    "{{ 'a' 'b' }}",
+    '{% if a %}{% elif %}{% endif %}',
+    '{{ x if y else }}',
+    '{{ *x }}',
+]
+
 SIGNALS = [
     '{% break %}',
     '{% continue %}',
@@ -214,6 +257,11 @@ def test_macro_arguments(like_oracle: Callable[..., None], template: str) -> Non
 @pytest.mark.parametrize("template", FILTER_ARGS)
 def test_select_arguments(like_oracle: Callable[..., None], template: str) -> None:
     like_oracle(template, CONTEXT)
+
+
+@pytest.mark.parametrize("template", SYNTAX)
+def test_syntax_errors_are_upstreams(like_oracle: Callable[..., None], template: str) -> None:
+    like_oracle(template, {})
 
 
 @pytest.mark.parametrize("template", SIGNALS)
