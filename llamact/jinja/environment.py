@@ -83,9 +83,18 @@ UNDEF = LlamaUndefined()
 _NO_PROPERTY = LlamaUndefined(name="object_property")  # upstream's member access default
 
 
+_NAMED: dict[str, LlamaUndefined] = {}  # undefineds are immutable: one per name (bounded)
+
+
 def _missing(name: Any) -> LlamaUndefined:
     """The undefined upstream's member access returns for a name that is neither key nor builtin."""
-    return LlamaUndefined(name=name if isinstance(name, str) else as_string(name))
+    key = name if isinstance(name, str) else as_string(name)
+    found = _NAMED.get(key)
+    if found is None:
+        found = LlamaUndefined(name=key)
+        if len(_NAMED) < 4096:
+            _NAMED[key] = found
+    return found
 
 _LOOP_FIELDS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem",
                           "nextitem"})
@@ -108,6 +117,21 @@ def _loop_field(loop: LoopContext, name: Any) -> Any:
 def member(obj: Any, prop: Any, computed: bool) -> Any:
     """Upstream's member access: ``obj.name`` (computed=False) or ``obj[expr]``. An undefined
     result is named as upstream names it: the name looked up, or ``object_property``."""
+    if isinstance(obj, dict):  # the common case first; the same steps as below
+        if not computed:
+            method = bind(obj, prop)
+            if method is not None:
+                return method
+        if type(prop) is not str:
+            _check_key(prop)
+            if is_undefined(prop):
+                return _NO_PROPERTY
+        try:
+            if prop in obj:
+                return obj[prop]
+        except TypeError:
+            raise TemplateError(f"Object key of unhashable type: {type_name(prop)}") from None
+        return _builtin_or_missing(obj, prop if isinstance(prop, str) else as_string(prop))
     if isinstance(obj, LoopContext):
         return _loop_field(obj, prop)
     function = callable(obj) and not is_undefined(obj)
@@ -119,16 +143,7 @@ def member(obj: Any, prop: Any, computed: bool) -> Any:
             return method
     if is_undefined(prop) or is_undefined(obj):
         return _NO_PROPERTY
-    if callable(prop):
-        raise TemplateError(f"Type: {type_name(prop)} is not allowed as object key")
-    if isinstance(obj, dict):
-        try:
-            if prop in obj:
-                return obj[prop]
-        except TypeError:
-            raise TemplateError(f"Object key of unhashable type: {type_name(prop)}") from None
-        key = prop if isinstance(prop, str) else as_string(prop)
-        return _builtin_or_missing(obj, key)
+    _check_key(prop)
     if isinstance(obj, (list, tuple, str)):
         if is_int(prop):
             if isinstance(obj, str):
@@ -144,6 +159,12 @@ def member(obj: Any, prop: Any, computed: bool) -> Any:
     if function:
         raise TemplateError("Function has no builtins")
     return _builtin_or_missing(obj, prop)
+
+
+def _check_key(prop: Any) -> None:
+    """Upstream refuses a function as a key (an undefined one reads as undefined)."""
+    if callable(prop) and not is_undefined(prop):
+        raise TemplateError(f"Type: {type_name(prop)} is not allowed as object key")
 
 
 def _slice(obj: Any, key: slice) -> Any:
@@ -187,7 +208,7 @@ def _for_iterable(value: Any, width: int) -> _Iterable:
         items = list(value)
     else:
         raise TemplateError("Expected iterable or object type in for loop: got " + type_name(value))
-    if width:
+    if width and not (isinstance(value, dict) and width == 2):  # an object's items are pairs
         for item in items:
             _unpacked(item, width, "Cannot unpack non-iterable type: ", "")
     return _Iterable(items)

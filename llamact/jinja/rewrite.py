@@ -32,6 +32,21 @@ def _loc(node: nodes.Node) -> Any:
     return node.__dict__.get(LOC)
 
 
+_NO_FUNCTION = frozenset({"__llamact_cmp", "__llamact_concat", "__llamact_add"})  # bools, strings, numbers
+
+
+def _maybe_function(node: nodes.Node) -> bool:
+    """Whether ``node``'s value may be a function (which upstream refuses to test for truth): not
+    for comparisons, tests, ``not``, constants, arithmetic and concatenation."""
+    if isinstance(node, (nodes.Test, nodes.Not, nodes.Const, nodes.BinExpr, nodes.UnaryExpr)):
+        return isinstance(node, (nodes.And, nodes.Or)) and (_maybe_function(node.left) or _maybe_function(node.right))
+    if isinstance(node, nodes.Filter):
+        return node.name not in _NO_FUNCTION
+    if isinstance(node, nodes.CondExpr):
+        return _maybe_function(node.expr1) or node.expr2 is None or _maybe_function(node.expr2)
+    return True
+
+
 def _positions(loc: Any) -> tuple[Any, ...]:
     """The operator positions a (possibly chained) binary node's LOC holds."""
     if loc is None:
@@ -130,17 +145,21 @@ class Rewriter(NodeTransformer):
         width = len(target.items) if isinstance(target, nodes.Tuple) else 0
         node.iter = self._filter(node.iter, "__llamact_iter", [nodes.Const(width)], _loc(node))
         if node.test is not None:
-            node.test = self._filter(node.test, TRUTH_FILTER, [], _loc(node))
+            node.test = self._truth(node.test, _loc(node))
         return node
+
+    def _truth(self, test: Any, loc: Any) -> Any:
+        """``bool(test)`` as a call placed at ``loc``, where the value may be a function."""
+        return self._filter(test, TRUTH_FILTER, [], loc) if _maybe_function(test) else test
 
     def visit_If(self, node: nodes.If) -> nodes.Node:
         self.generic_visit(node)
-        node.test = self._filter(node.test, TRUTH_FILTER, [], _loc(node))
+        node.test = self._truth(node.test, _loc(node))
         return node
 
     def visit_CondExpr(self, node: nodes.CondExpr) -> nodes.Node:
         self.generic_visit(node)
-        node.test = self._filter(node.test, TRUTH_FILTER, [], _loc(node))
+        node.test = self._truth(node.test, _loc(node))
         return node
 
     def visit_Dict(self, node: nodes.Dict) -> nodes.Node:
