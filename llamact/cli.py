@@ -215,9 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.version:
         from . import __version__
 
-        info = build_info()
+        try:
+            info = build_info()
+        except LlamaException as exc:
+            print(f"llamact: error: {exc}", file=sys.stderr)
+            return 1
         print(f"llamact {__version__} (llama.cpp {info['llama_cpp']['tag']} "
-              f"{info['llama_cpp']['commit'][:8]}, backends: {', '.join(info['backends'])})")
+              f"{info['llama_cpp']['commit'][:8]}, backends: {', '.join(map(str, info['backends']))})")
         return 0
     if args.command is None:
         parser.print_help()

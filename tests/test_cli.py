@@ -74,3 +74,32 @@ def test_bad_sampling_flag_is_a_clean_error(smollm2_path: Path) -> None:
     assert proc.returncode == 1
     assert "top_p" in proc.stderr.lower() or "TopP" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["missing", "not json", "no pin"])
+def test_version_on_a_broken_install_is_one_clear_line(tmp_path: Path, damage: str) -> None:
+    """A package without a readable build record (an install that did not build, or a damaged
+    one): ``--version`` says so in one line and fails, without a traceback."""
+    import os
+    import shutil
+
+    import llamact
+
+    broken = tmp_path / "site" / "llamact"
+    shutil.copytree(Path(llamact.__file__).parent, broken, ignore=shutil.ignore_patterns("_lib", "_bin", "__pycache__"))
+    info = broken / "_build_info.json"
+    if damage == "missing":
+        info.unlink(missing_ok=True)
+    elif damage == "not json":
+        info.write_text("{ this is not json")
+    else:
+        info.write_text(json.dumps({"backends": ["cpu"]}))
+    env = {**os.environ, "PYTHONPATH": str(broken.parent)}
+    proc = subprocess.run([sys.executable, "-m", "llamact", "--version"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llamact: error: "), proc.stderr
+    assert "reinstall" in lines[0] or "install it" in lines[0]  # says what to do
+    assert proc.stdout == ""

@@ -15,6 +15,7 @@ tools: ...; tools = ..."); the caller's values are never modified.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,9 +94,21 @@ def _elements(value: Json) -> list[Json]:
 
 def _json(value: Json, what: str) -> Json:
     try:
-        return normalize(value)
+        out = normalize(value)
     except Exception as exc:  # noqa: BLE001 - any non-JSON value is the caller's error
         raise ChatRequestError(f"{what} is not JSON: {exc}") from None
+    _check_utf8(out, what)
+    return out
+
+
+def _check_utf8(value: Json, what: str) -> None:
+    """Text that has no UTF-8 form (a lone surrogate) cannot reach a template or the tokenizer."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
+        raise ChatRequestError(f"{what} holds a lone surrogate ({bad!r}), which has no UTF-8 form: "
+                               "decode the text with errors='replace' or fix its source") from None
 
 
 # -- messages --------------------------------------------------------------------------------------
@@ -105,6 +118,7 @@ def parse_messages(messages: Json) -> list[ChatMessage]:
     """Upstream's ``common_chat_msgs_parse_oaicompat``; ``ChatMessage`` items are taken as they are."""
     if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)) and all(
             isinstance(m, ChatMessage) for m in messages):
+        _check_utf8([m.to_dict() for m in messages], "messages")
         return [_copy_message(m) for m in messages]
     messages = _json([m.to_dict() if isinstance(m, ChatMessage) else m for m in messages]
                      if isinstance(messages, (list, tuple)) else messages, "messages")

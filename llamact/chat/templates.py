@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..jinja import CompiledTemplate, JinjaException, compile_template
+from ..jinja import CompiledTemplate, JinjaException, JinjaSyntaxError, compile_template
 from ..jinja.caps import TemplateCaps, template_caps
 
 __all__ = [
@@ -82,6 +82,12 @@ class ChatTemplate:
 
 @functools.lru_cache(maxsize=128)
 def _cached_template(source: str, bos_token: str, eos_token: str, origin: str) -> ChatTemplate:
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # a model file's template is UTF-8; only a Python string can hold a lone surrogate
+        raise JinjaSyntaxError(f"the template holds a lone surrogate at character {exc.start}, which has no UTF-8 form",
+                               origin) from None
     compiled = compile_template(source, origin, context_source=normalized_source(source))
     return ChatTemplate(normalized_source(source), bos_token, eos_token, origin, compiled, template_caps(source))
 

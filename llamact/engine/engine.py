@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..chat.apply import apply_templates
@@ -17,6 +16,7 @@ from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
+from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .params import GenerationParams, ModelParams
@@ -71,7 +71,9 @@ class LlamaEngine:
     """Loads a GGUF model and generates from it. Use as a context manager, or call ``close()``.
 
     One generation runs at a time per engine (a second concurrent one raises LlamaStateException);
-    use one engine per thread for parallel work.
+    use one engine per thread for parallel work. Any thread may call ``cancel()`` or ``close()`` at
+    any time: a generation in progress ends (``StopReason.CANCELLED``, or LlamaStateException once
+    the engine is closed), and native memory is freed only after the native call using it returned.
     """
 
     def __init__(self, model: Model, context: Context, params: ModelParams) -> None:
@@ -123,6 +125,9 @@ class LlamaEngine:
         return self.model.closed
 
     def close(self) -> None:
+        """Free the model and its context. A generation running in another thread is cancelled
+        first; this waits for its native step to return (one token, or the rest of a batch)."""
+        self.context.request_abort()  # before the model closes the chain, which waits for the step
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -133,13 +138,14 @@ class LlamaEngine:
 
     def cancel(self) -> None:
         """Stop the generation in progress, from any thread: the running decode returns early and
-        the stream ends with ``StopReason.CANCELLED``. Does nothing when idle."""
-        if not self.closed:
-            self.context.request_abort()
+        the stream ends with ``StopReason.CANCELLED``. A generation requested (``generate()``)
+        but not started yet is cancelled before its first decode. Does nothing when idle: the next
+        ``generate()`` starts afresh."""
+        self.context.request_abort()
 
     # -- tokens ----------------------------------------------------------------------------
 
-    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return self.model.vocab.tokenize(text, add_special, parse_special)
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
@@ -150,28 +156,43 @@ class LlamaEngine:
 
     # -- generation --------------------------------------------------------------------------
 
-    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationStream:
-        """Stream a completion of ``prompt`` (text, tokenized with special tokens parsed, or ids).
+    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
+                 sampling: ChatSampling | None = None) -> GenerationStream:
+        """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
+        parsed; or token ids).
+
+        ``sampling`` (from ``chat_sampler_config``) is a chat request's sampler -- its grammar, reasoning
+        budget and preserved tokens -- and stop strings, used in place of ``params``' chain and
+        ``params.stop``; the stream closes it when it ends (also when this call raises).
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
         is dropped unfinished releases it when collected.
         """
         params = params or GenerationParams()
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
-        if not self._busy.acquire(blocking=False):
-            raise LlamaStateException("this engine is already generating; finish or close that stream first")
         try:
-            sampler = SamplerChain(self.model, sampler_specs(params))
+            tokens = self._prompt_tokens(prompt)
+            if not self._busy.acquire(blocking=False):
+                raise LlamaStateException("this engine is already generating; finish or close that stream first")
+        except BaseException:
+            if sampling is not None:
+                sampling.close()
+            raise
+        # A new generation is requested: a cancel() from before now (idle, or for the previous
+        # one) must not end it; one from now on must, even before the stream's first next().
+        self.context.clear_abort()
+        try:
+            sampler = sampling.sampler if sampling is not None else SamplerChain(self.model, sampler_specs(params))
         except BaseException:
             self._busy.release()
             raise
+        stops = sampling.stops if sampling is not None else params.stop
 
         def release() -> None:
             sampler.close()
             self._busy.release()
 
         try:
-            loop = generate(self.context, sampler, tokens, params.max_tokens, params.stop, params.render_special)
+            loop = generate(self.context, sampler, tokens, params.max_tokens, stops, params.render_special)
         except BaseException:
             release()
             raise
@@ -181,9 +202,15 @@ class LlamaEngine:
         self.context.memory_clear()  # each generation starts from an empty KV cache
         yield from loop
 
-    def complete(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
+    def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
+        # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
+        if isinstance(prompt, (str, bytes, bytearray)):
+            return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
+        return list(prompt)
+
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
         """Generate to the end and return the whole result."""
-        tokens = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
         last: GenerationChunk | None = None
@@ -232,9 +259,9 @@ class LlamaEngine:
         additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
         params = params or GenerationParams()
         result = self.chat_template(messages)
-        if result.additional_stops:
-            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
-        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params)
+        sampling = chat_sampler_config(self, result, params)
+        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params,
+                             sampling=sampling)
 
 
     # -- chat completions ------------------------------------------------------------------------
@@ -244,13 +271,17 @@ class LlamaEngine:
                chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
-               upstream_compat: bool = False) -> ChatStream:
+               thinking_budget_tokens: int | None = None, upstream_compat: bool = False) -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies DESIGN
         deviations 2-5 (validated tool calls, whole calls, streamed text equal to the final message).
+        Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
+        with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
+        template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
+        thought with the template's end tag.
         """
         params = params or GenerationParams()
         result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
@@ -261,10 +292,9 @@ class LlamaEngine:
                                     template_now=template_now)
         parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
                                   is_continuation=continue_final_message not in (False, None, "none"))
-        if result.additional_stops:
-            params = replace(params, stop=tuple(params.stop) + result.additional_stops)
         tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
-        generation = self.generate(tokens, params)
+        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
+        generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
         return ChatStream(generation, result, parser, len(tokens), model=self.model.path.name)
 
     def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:

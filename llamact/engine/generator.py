@@ -1,27 +1,24 @@
 """The token loop: prompt in, text chunks out, with the reason generation stopped.
 
-Per generated token the loop makes four native calls (sample, is_eog, token_to_piece, decode)
-through prototypes looked up once, feeds the piece to the UTF-8 stream and the stop matcher, and
-yields a chunk. Nothing else happens per token: no re-tokenization, no logits copies, no string
-re-scanning beyond the stop strings' length.
+Per generated token the loop makes one native call (``TokenStepper.step``: decode the previous
+token, sample, end-of-generation check, text piece), feeds the piece to the UTF-8 stream and the
+stop matcher, and yields a chunk. Nothing else happens per token: no re-tokenization, no logits
+copies, no string re-scanning beyond the stop strings' length.
 """
 
 from __future__ import annotations
 
-import ctypes
 import enum
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
-from ..native import llama_h
-from ..native._library import native
+from ..errors import LlamaContextException, LlamaInferenceException
 from ..native.context import Context
-from ..native.llama_h import LLAMA_TOKEN_NULL
+from ..native.guided import GuidedSampler
 from ..native.sampler import SamplerChain
-from ..native.shim import ErrorBuffer
+from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .detokenizer import Utf8Stream
 from .stops import StopMatcher
 
@@ -86,7 +83,7 @@ class GenerationResult:
 
 def generate(
     context: Context,
-    sampler: SamplerChain,
+    sampler: SamplerChain | GuidedSampler,
     prompt_tokens: Sequence[int],
     max_tokens: int = 256,
     stop: Sequence[str] = (),
@@ -96,12 +93,9 @@ def generate(
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
     """
-    n_vocab = context.model.vocab.n_tokens
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
-    bad = next((t for t in prompt_tokens if not 0 <= t < n_vocab), None)
-    if bad is not None:
-        raise LlamaInferenceException(f"prompt token {bad} is outside the vocabulary (0..{n_vocab - 1})")
+    prompt = context.model.vocab.token_ids(prompt_tokens)
     n_ctx = context.n_ctx
     if n_past + len(prompt_tokens) > n_ctx:
         raise LlamaContextException(
@@ -112,110 +106,55 @@ def generate(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < -1:
         raise LlamaInferenceException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
 
-    return _token_loop(context, sampler, list(prompt_tokens), max_tokens, stop, render_special, n_past)
+    return _token_loop(TokenStepper(context, sampler, render_special), prompt, n_ctx, max_tokens, stop, n_past)
 
 
 def _token_loop(
-    context: Context,
-    sampler: SamplerChain,
-    prompt_tokens: list[int],
-    max_tokens: int,
-    stop: Sequence[str],
-    render_special: bool,
-    n_past: int,
+    stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int
 ) -> Iterator[GenerationChunk]:
-    lib, shim_lib = context._lib, native().shim
-    ctx_ptr, vocab_ptr, chain_ptr = context.ptr, context.model.vocab.ptr, sampler.ptr
-    n_ctx = context.n_ctx
-    err = ErrorBuffer()
-    err_args = err.args
-    decode = shim_lib.llamact_decode
-    step = shim_lib.llamact_step
-    to_piece = lib.llama_token_to_piece
-    string_at = ctypes.string_at
-    context._abort_flag.value = 0
-
-    # Prompt, in batches of at most n_batch tokens (upstream requires it).
     t0 = time.perf_counter()
-    n_batch = context.n_batch
-    prompt = (llama_h.llama_token * len(prompt_tokens))(*prompt_tokens)
-    token_size = ctypes.sizeof(llama_h.llama_token)
-    base = ctypes.addressof(prompt)
-    reason: StopReason | None = None
-    for start in range(0, len(prompt_tokens), n_batch):
-        count = min(n_batch, len(prompt_tokens) - start)
-        chunk_ptr = ctypes.cast(base + start * token_size, ctypes.POINTER(llama_h.llama_token))
-        rc = decode(ctx_ptr, lib.llama_batch_get_one(chunk_ptr, count), *err_args)
-        if rc == 2:
-            reason = StopReason.CANCELLED
-            break
-        if rc != 0:
-            context._raise_decode_error(rc, err.message)
+    reason: StopReason | None = None if stepper.prefill(prompt_tokens) else StopReason.CANCELLED
     n_past += len(prompt_tokens)
     t1 = time.perf_counter()
     prompt_ms = (t1 - t0) * 1000
 
-    # Everything the per-token call takes, converted to ctypes once.
-    piece_buf = ctypes.create_string_buffer(256)
-    piece_len, eog, decode_rc = ctypes.c_int32(0), ctypes.c_int32(0), ctypes.c_int32(0)
-    fixed_head = (ctypes.c_void_p(ctx_ptr), ctypes.c_void_p(chain_ptr), ctypes.c_void_p(vocab_ptr))
-    fixed_tail = (
-        ctypes.c_int32(int(sampler.greedy_only)), ctypes.c_int32(int(render_special)), piece_buf,
-        ctypes.c_int32(256), ctypes.byref(piece_len), ctypes.byref(eog), ctypes.byref(decode_rc), *err_args,
-    )
+    step = stepper.step
     utf8 = Utf8Stream()
     stops = StopMatcher(stop)
     feed_utf8, feed_stops = utf8.feed, stops.feed
     n_generated = 0
     limit = max_tokens if max_tokens >= 0 else n_ctx
-    token = LLAMA_TOKEN_NULL  # the prompt is decoded: the first step only samples
+    end_text = ""  # an end token's own text, when it is rendered (a preserved token; render_special)
 
     try:
         if limit == 0 and reason is None:
             reason = StopReason.MAX_TOKENS
         while reason is None:
-            prev = token
-            token = step(*fixed_head, prev, *fixed_tail)
-            if token == LLAMA_TOKEN_NULL:
-                rc = decode_rc.value
-                if rc == 1:
-                    reason = StopReason.CONTEXT_FULL
-                elif rc == 2:
-                    reason = StopReason.CANCELLED
-                elif rc != 0:
-                    context._raise_decode_error(rc, err.message)
-                else:
-                    raise sampler.abandon("a generation step", err.message)
+            token = step()
+            if token < 0:
+                reason = _STOPS[token]
+                if token == STEP_EOG and stepper.piece:
+                    end_text, stopped = feed_stops(feed_utf8(stepper.piece))
+                    reason = StopReason.STOP_STRING if stopped else reason
                 break
-            if prev != LLAMA_TOKEN_NULL:
+            if n_generated:  # each step after the first decoded the previous token
                 n_past += 1
-            if eog.value:
-                reason = StopReason.EOG
-                break
-            n = piece_len.value
-            if n < 0:  # pieces over 256 bytes are rare; fetch it whole
-                big = ctypes.create_string_buffer(-n)
-                n = to_piece(vocab_ptr, token, big, -n, 0, render_special)
-                raw = string_at(big, n)
-            else:
-                raw = string_at(piece_buf, n)
             n_generated += 1
-            text, stopped = feed_stops(feed_utf8(raw))
-            if stopped:
-                yield GenerationChunk(text, token)
-                reason = StopReason.STOP_STRING
-                break
+            text, stopped = feed_stops(feed_utf8(stepper.piece))
             yield GenerationChunk(text, token)
-            if n_generated >= limit:
+            if stopped:
+                reason = StopReason.STOP_STRING
+            elif n_generated >= limit:
                 reason = StopReason.MAX_TOKENS
             elif n_past >= n_ctx:
                 reason = StopReason.CONTEXT_FULL
-            elif context._ptr is None or sampler._ptr is None:  # closed while the consumer held the stream
-                raise LlamaStateException("the engine was closed while generating; the stream cannot continue")
     except GeneratorExit:
         return
-    tail = "" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush()
+    tail = end_text + ("" if reason is StopReason.STOP_STRING else stops.feed(utf8.flush())[0] + stops.flush())
     yield GenerationChunk(
         tail, None, reason, Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000),
         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
     )
+
+
+_STOPS = {STEP_EOG: StopReason.EOG, STEP_CANCELLED: StopReason.CANCELLED, STEP_CONTEXT_FULL: StopReason.CONTEXT_FULL}

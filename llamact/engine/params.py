@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from ..errors import LlamaInferenceException
 
 
 @dataclass(frozen=True)
@@ -62,5 +64,26 @@ class GenerationParams:
     greedy: bool = False
     logit_bias: Mapping[int, float] = field(default_factory=dict)
     grammar: str | None = None
-    stop: tuple[str, ...] = ()
+    stop: str | Sequence[str] = ()
     render_special: bool = False
+
+    def __post_init__(self) -> None:
+        # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each
+        # of its characters. Stored as a tuple of strings either way.
+        object.__setattr__(self, "stop", _stop_sequences(self.stop))
+
+
+def _stop_sequences(stop: object) -> tuple[str, ...]:
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, (bytes, bytearray)) or not isinstance(stop, Iterable):
+        raise LlamaInferenceException(
+            f"stop must be a string or a sequence of strings, got {type(stop).__name__}", {"stop": repr(stop)}
+        )
+    stops = tuple(stop)
+    for item in stops:
+        if not isinstance(item, str):
+            raise LlamaInferenceException(
+                f"each stop sequence must be a string, got {item!r} ({type(item).__name__})", {"stop": repr(stops)}
+            )
+    return stops

@@ -14,7 +14,7 @@ def sampler_specs(
     min-p, XTC, temperature, and finally the selecting sampler (dist, mirostat or greedy)."""
     specs: list[s.SamplerSpec] = []
     if p.grammar:
-        _check_grammar(p.grammar)
+        check_grammar(p.grammar)
         specs.append(s.Grammar(p.grammar))
     if p.logit_bias:
         specs.append(s.LogitBias(dict(p.logit_bias)))
@@ -43,7 +43,7 @@ def sampler_specs(
     return specs
 
 
-def _check_grammar(text: str) -> None:
+def check_grammar(text: str) -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
     m > n, and explains other errors only on stderr. Our front end rejects both with the place."""
     from ..grammar.gbnf import GbnfError, parse_gbnf

@@ -1,4 +1,4 @@
-"""One owner per native resource: freed exactly once, refused after close."""
+"""One owner per native resource: freed exactly once, refused after close, never freed while in use."""
 
 from __future__ import annotations
 
@@ -14,10 +14,18 @@ class NativeHandle:
     """Owns one native pointer and the function that frees it.
 
     ``close()`` is idempotent; any use afterwards raises LlamaStateException instead of passing a
-    dangling pointer to C. A dependent (a context of a model) holds its owner by reference and is
-    closed before it. The collector finalises a reference cycle in no set order, after clearing
-    weak references, so an owner also counts its open dependents: one finalised while some are
-    still open leaves its free to the last of them.
+    dangling pointer to C. A native call runs with the handle *pinned* (``with handle.pinned() as
+    ptr:``): the handle's lock is held for the call, so a ``close()`` from another thread waits for
+    it to return before freeing (a subclass whose calls can run long makes them return early first,
+    as Context does with its abort flag). Concurrent calls on one handle take turns; llama.cpp's
+    objects are not safe for concurrent use anyway.
+
+    A dependent (a context of a model) holds its owner by reference and is closed before it: the
+    owner's ``close()`` marks it closed (new uses and new dependents are refused), closes the
+    dependents, then frees. Locks are taken dependent -> owner, never the other way. The collector
+    finalises a reference cycle in no set order, after clearing weak references, so an owner also
+    counts its open dependents: one finalised while some are still open leaves its free to the last
+    of them.
     """
 
     _kind = "resource"
@@ -25,15 +33,18 @@ class NativeHandle:
     def __init__(self, pointer: int, free: Callable[[Any], None]) -> None:
         self._ptr: int | None = pointer
         self._free = free
-        self._close_lock = threading.RLock()
+        self._close_lock = threading.RLock()  # held by every pinned call and by the free
         self._dependents: weakref.WeakSet[NativeHandle] = weakref.WeakSet()
         self._open_dependents = 0
         self._owner: NativeHandle | None = None
+        self._unfreed: int | None = None  # closed, not freed yet: the dependents close first
         self._orphan: int | None = None  # closed, free deferred until the open dependents close
 
     def _adopt(self, dependent: NativeHandle) -> None:
-        """Register a handle that must be closed before this one (a context of a model)."""
+        """Register a handle that must be closed before this one (a context of a model). Call it
+        with this handle pinned, so that a concurrent ``close()`` sees the new dependent."""
         with self._close_lock:
+            self.check_open()
             self._dependents.add(dependent)
             self._open_dependents += 1
         dependent._owner = self
@@ -42,33 +53,45 @@ class NativeHandle:
     def closed(self) -> bool:
         return self._ptr is None
 
+    def _closed_error(self) -> LlamaStateException:
+        return LlamaStateException(
+            f"this {self._kind} was closed; create a new one to keep working", {"kind": self._kind}
+        )
+
     @property
     def ptr(self) -> int:
-        """The live native pointer; raises if this handle was closed."""
+        """The live native pointer; raises if this handle was closed. Only safe to pass to C while
+        the handle is pinned (or from the thread that owns every use of it)."""
         ptr = self._ptr
         if ptr is None:
-            raise LlamaStateException(
-                f"this {self._kind} was closed; create a new one to keep working",
-                {"kind": self._kind},
-            )
+            raise self._closed_error()
         return ptr
 
     def check_open(self) -> None:
         """Raise LlamaStateException if this handle was closed."""
         self.ptr  # noqa: B018 - the property raises when closed
 
+    def pinned(self) -> _Pinned:
+        """``with handle.pinned() as ptr:`` the live pointer, not freed before the block ends.
+        Raises LlamaStateException if the handle is closed."""
+        return _Pinned(self)  # made per call: a cached one would be a reference cycle
+
     def close(self) -> None:
-        """Close the dependents, then free this resource. Idempotent and thread-safe: when
-        ``close()`` returns, in any thread, the resource has been freed (a concurrent caller
-        waits for the free in progress instead of returning early)."""
+        """Close the dependents, then free this resource. Idempotent and thread-safe: waits for a
+        pinned call in progress, and when ``close()`` returns, in any thread, the resource has been
+        freed (a concurrent caller waits for the free in progress instead of returning early)."""
+        with self._close_lock:
+            ptr, self._ptr = self._ptr, None
+            if ptr is not None:
+                self._unfreed = ptr
         for dependent in list(self._dependents):
             dependent.close()
         with self._close_lock:
-            ptr, self._ptr = self._ptr, None
-            if ptr is None:
+            ptr, self._unfreed = self._unfreed, None
+            if ptr is None:  # freed by a concurrent close(), under this lock
                 return
             if self._open_dependents > 0:
-                # The collector (see the class docstring), or a dependent adopted while closing.
+                # The collector (see the class docstring): the last dependent to close frees it.
                 self._orphan = ptr
                 return
             self._release(ptr)
@@ -106,3 +129,25 @@ class NativeHandle:
     def __repr__(self) -> str:
         state = "closed" if self._ptr is None else f"0x{self._ptr:x}"
         return f"<{type(self).__name__} {state}>"
+
+
+class _Pinned:
+    """The context manager behind ``NativeHandle.pinned()``: a class, not a generator, because
+    native calls on the per-token path go through it."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: NativeHandle) -> None:
+        self._handle = handle
+
+    def __enter__(self) -> int:
+        handle = self._handle
+        handle._close_lock.acquire()
+        ptr = handle._ptr
+        if ptr is None:
+            handle._close_lock.release()
+            raise handle._closed_error()
+        return ptr
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle._close_lock.release()

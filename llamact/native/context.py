@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, SupportsIndex
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from . import llama_h, log
@@ -49,10 +51,11 @@ def _available_memory() -> int | None:
 def _kv_cache_estimate(model: Model, n_ctx: int) -> int:
     """Bytes of an f16 K+V cache for ``n_ctx`` cells: an upper bound for plain attention models."""
     lib = model._lib
-    n_layer = int(lib.llama_model_n_layer(model.ptr))
-    n_head = max(1, int(lib.llama_model_n_head(model.ptr)))
-    n_head_kv = int(lib.llama_model_n_head_kv(model.ptr))
-    n_embd = int(lib.llama_model_n_embd(model.ptr))
+    with model.pinned() as ptr:
+        n_layer = int(lib.llama_model_n_layer(ptr))
+        n_head = max(1, int(lib.llama_model_n_head(ptr)))
+        n_head_kv = int(lib.llama_model_n_head_kv(ptr))
+        n_embd = int(lib.llama_model_n_embd(ptr))
     head_dim = n_embd // n_head
     return n_ctx * n_layer * 2 * n_head_kv * head_dim * 2
 
@@ -60,6 +63,14 @@ def _kv_cache_estimate(model: Model, n_ctx: int) -> int:
 _SESSION_MAGIC = 0x6767736E  # 'ggsn'
 _SESSION_VERSION = 10
 _MAX_ARCH_NAME = 256
+
+
+def _c_path(path: str | os.PathLike[str]) -> bytes:
+    """A file path as the C string llama.cpp opens (a NUL would silently shorten it)."""
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise LlamaStateException(f"the path {path!r} holds a NUL character", {"path": repr(path)})
+    return raw
 
 
 def _state_prefix_problem(head: bytes, available: int) -> str | None:
@@ -95,7 +106,11 @@ def _state_file_problem(path: str | os.PathLike[str], capacity: int) -> str | No
 
 
 class Context(NativeHandle):
-    """An inference context. Closing the model closes it first."""
+    """An inference context. Closing the model closes it first.
+
+    Safe to close from any thread at any time: ``close()`` aborts a decode in progress, waits for
+    the native call to return, then frees. Other calls from several threads take turns.
+    """
 
     _kind = "context"
 
@@ -144,60 +159,83 @@ class Context(NativeHandle):
                     {"n_ctx": n_ctx, "estimated_bytes": need, "available_bytes": avail},
                 )
 
-        # The abort flag lives in memory C reads directly (see llamact_abort_flag in src/shim):
-        # ggml polls it after every graph node, far too often for a Python callback.
+        # The abort flag: an atomic in memory this object owns (so a cancel racing a close never
+        # writes to freed memory), read by C directly (llamact_abort_flag in src/shim): ggml polls
+        # it after every graph node, far too often for a Python callback.
+        shim_lib = native().shim
         self._abort_flag = ctypes.c_int32(0)
-        abort_fn = ctypes.cast(native().shim.llamact_abort_flag, ctypes.c_void_p).value or 0
+        self._abort_ptr = ctypes.addressof(self._abort_flag)
+        shim_lib.llamact_abort_init(self._abort_ptr)
+        self._shim = shim_lib
+        abort_fn = ctypes.cast(shim_lib.llamact_abort_flag, ctypes.c_void_p).value or 0
         params.abort_callback = llama_h.ggml_abort_callback(abort_fn)
-        params.abort_callback_data = ctypes.cast(ctypes.pointer(self._abort_flag), ctypes.c_void_p)
+        params.abort_callback_data = self._abort_ptr
 
         position = log.mark()
-        ptr = lib.llama_init_from_model(model.ptr, params)
-        if not ptr:
-            reasons = log.problems_since(position)
-            raise LlamaContextException(
-                f"llama.cpp could not create a context (n_ctx={n_ctx}): "
-                f"{reasons[-1] if reasons else 'no reason given'}; try a smaller n_ctx or n_batch",
-                {"n_ctx": n_ctx, "native_log": reasons},
-            )
-        super().__init__(ptr, lib.llama_free)
-        self._lib = lib
-        self.model = model
-        model._adopt(self)
-        self.options = options
+        with model.pinned() as model_ptr:  # a concurrent model.close() sees this context as a dependent
+            ptr = lib.llama_init_from_model(model_ptr, params)
+            if not ptr:
+                reasons = log.problems_since(position)
+                raise LlamaContextException(
+                    f"llama.cpp could not create a context (n_ctx={n_ctx}): "
+                    f"{reasons[-1] if reasons else 'no reason given'}; try a smaller n_ctx or n_batch",
+                    {"n_ctx": n_ctx, "native_log": reasons},
+                )
+            super().__init__(ptr, lib.llama_free)
+            self._lib = lib
+            self.model = model
+            self.options = options
+            self._n_ctx = int(lib.llama_n_ctx(ptr))  # fixed for the context's life
+            self._n_batch = int(lib.llama_n_batch(ptr))
+            model._adopt(self)
+
+    def close(self) -> None:
+        """Abort a decode in progress in another thread, wait for it to return, then free."""
+        self.request_abort()
+        super().close()
 
     # -- sizes -----------------------------------------------------------------------------
 
     @property
     def n_ctx(self) -> int:
-        return int(self._lib.llama_n_ctx(self.ptr))
+        self.check_open()
+        return self._n_ctx
 
     @property
     def n_batch(self) -> int:
-        return int(self._lib.llama_n_batch(self.ptr))
+        self.check_open()
+        return self._n_batch
 
     @property
     def n_ubatch(self) -> int:
-        return int(self._lib.llama_n_ubatch(self.ptr))
+        with self.pinned() as ptr:
+            return int(self._lib.llama_n_ubatch(ptr))
 
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         if n_threads < 1:
             raise LlamaContextException("n_threads must be at least 1", {"n_threads": n_threads})
-        self._lib.llama_set_n_threads(self.ptr, n_threads, n_threads_batch or n_threads)
+        with self.pinned() as ptr:
+            self._lib.llama_set_n_threads(ptr, n_threads, n_threads_batch or n_threads)
 
     # -- decoding --------------------------------------------------------------------------
 
     def request_abort(self) -> None:
-        """Make the decode in progress (possibly on another thread) return early."""
-        self._abort_flag.value = 1
+        """Abort the decode in progress (possibly on another thread), or the next one to start: a
+        request is consumed by the decode it aborts. Safe from any thread, also after close."""
+        self._shim.llamact_abort_request(self._abort_ptr)
+
+    def clear_abort(self) -> bool:
+        """Forget a pending abort request (a new piece of work starts); True if there was one."""
+        return bool(self._shim.llamact_abort_clear(self._abort_ptr))
 
     def decode(self, batch: Batch) -> None:
-        """Run the model on ``batch``. Raises LlamaContextException when the context is full."""
-        if batch.n_tokens == 0:
-            raise LlamaInferenceException("cannot decode an empty batch")
-        self._abort_flag.value = 0
+        """Run the model on ``batch``. Raises LlamaContextException when the context is full, and
+        LlamaInferenceException when it was aborted (``request_abort``)."""
         err = ErrorBuffer()
-        rc = native().shim.llamact_decode(self.ptr, batch.struct, *err.args)
+        with self.pinned() as ptr, batch.pinned():
+            if batch.struct.n_tokens == 0:
+                raise LlamaInferenceException("cannot decode an empty batch")
+            rc = self._shim.llamact_decode(ptr, batch.struct, self._abort_ptr, *err.args)
         if rc != 0:
             self._raise_decode_error(rc, err.message)
 
@@ -217,46 +255,51 @@ class Context(NativeHandle):
         )
 
     def logits(self, index: int = -1) -> ctypes.Array[ctypes.c_float]:
-        """The logits row of output ``index`` (-1 = last), as a ctypes view over native memory."""
-        ptr = self._lib.llama_get_logits_ith(self.ptr, index)
-        if not ptr:
-            raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
-        n_vocab = self.model.vocab.n_tokens
-        return ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * n_vocab)).contents
+        """A copy of the logits row of output ``index`` (-1 = last). A copy, not a view: the native
+        row is overwritten by the next decode and freed with the context."""
+        n_vocab = self.model._n_vocab
+        row = (ctypes.c_float * n_vocab)()
+        with self.pinned() as ctx:
+            ptr = self._lib.llama_get_logits_ith(ctx, index)
+            if not ptr:
+                raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
+            ctypes.memmove(row, ptr, ctypes.sizeof(row))
+        return row
 
     # -- memory (KV cache) -------------------------------------------------------------------
 
-    @property
-    def _memory(self) -> int:
-        return self._lib.llama_get_memory(self.ptr)
+    def _memory_call(self, fn: str, *args: int) -> Any:
+        with self.pinned() as ptr:
+            return getattr(self._lib, fn)(self._lib.llama_get_memory(ptr), *args)
 
     def memory_clear(self, data: bool = True) -> None:
-        self._lib.llama_memory_clear(self._memory, data)
+        self._memory_call("llama_memory_clear", data)
 
     def memory_seq_rm(self, seq_id: int, p0: int = -1, p1: int = -1) -> bool:
-        return bool(self._lib.llama_memory_seq_rm(self._memory, seq_id, p0, p1))
+        return bool(self._memory_call("llama_memory_seq_rm", seq_id, p0, p1))
 
     def memory_seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
-        self._lib.llama_memory_seq_cp(self._memory, src, dst, p0, p1)
+        self._memory_call("llama_memory_seq_cp", src, dst, p0, p1)
 
     def memory_seq_keep(self, seq_id: int) -> None:
-        self._lib.llama_memory_seq_keep(self._memory, seq_id)
+        self._memory_call("llama_memory_seq_keep", seq_id)
 
     def memory_seq_add(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
-        self._lib.llama_memory_seq_add(self._memory, seq_id, p0, p1, delta)
+        self._memory_call("llama_memory_seq_add", seq_id, p0, p1, delta)
 
     def memory_seq_pos_min(self, seq_id: int = 0) -> int:
-        return int(self._lib.llama_memory_seq_pos_min(self._memory, seq_id))
+        return int(self._memory_call("llama_memory_seq_pos_min", seq_id))
 
     def memory_seq_pos_max(self, seq_id: int = 0) -> int:
-        return int(self._lib.llama_memory_seq_pos_max(self._memory, seq_id))
+        return int(self._memory_call("llama_memory_seq_pos_max", seq_id))
 
     # -- state -----------------------------------------------------------------------------
 
     def state_bytes(self) -> bytes:
-        size = int(self._lib.llama_state_get_size(self.ptr))
-        buf = (ctypes.c_uint8 * size)()
-        written = int(self._lib.llama_state_get_data(self.ptr, buf, size))
+        with self.pinned() as ptr:
+            size = int(self._lib.llama_state_get_size(ptr))
+            buf = (ctypes.c_uint8 * size)()
+            written = int(self._lib.llama_state_get_data(ptr, buf, size))
         return bytes(buf[:written])
 
     def load_state_bytes(self, data: bytes) -> None:
@@ -266,7 +309,8 @@ class Context(NativeHandle):
             raise LlamaStateException(f"these bytes are not a saved llama.cpp state: {bad}", {"size": len(data)})
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         position = log.mark()
-        read = int(self._lib.llama_state_set_data(self.ptr, buf, len(data)))
+        with self.pinned() as ptr:
+            read = int(self._lib.llama_state_set_data(ptr, buf, len(data)))
         if read == 0 or read != len(data):
             reasons = log.problems_since(position)
             raise LlamaStateException(
@@ -276,20 +320,27 @@ class Context(NativeHandle):
             )
 
     def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
-        arr = (llama_h.llama_token * len(tokens))(*tokens)
-        if not self._lib.llama_state_save_file(self.ptr, os.fsencode(path), arr, len(tokens)):
+        ids = self.model.vocab.token_ids(tokens)
+        arr = (llama_h.llama_token * len(ids))(*ids)
+        raw_path = _c_path(path)
+        with self.pinned() as ptr:
+            saved = self._lib.llama_state_save_file(ptr, raw_path, arr, len(ids))
+        if not saved:
             raise LlamaStateException(f"could not save the state to {path}", {"path": str(path)})
 
     def load_state(self, path: str | os.PathLike[str], capacity: int | None = None) -> list[int]:
         """Restore a state saved with :meth:`save_state`; returns the tokens saved with it."""
         capacity = capacity or self.n_ctx
+        raw_path = _c_path(path)
         bad = _state_file_problem(path, capacity)
         if bad:
             raise LlamaStateException(f"could not load a state from {path}: {bad}", {"path": str(path)})
         arr = (llama_h.llama_token * capacity)()
         count = ctypes.c_size_t(0)
         position = log.mark()
-        if not self._lib.llama_state_load_file(self.ptr, os.fsencode(path), arr, capacity, ctypes.byref(count)):
+        with self.pinned() as ptr:
+            loaded = self._lib.llama_state_load_file(ptr, raw_path, arr, capacity, ctypes.byref(count))
+        if not loaded:
             raise LlamaStateException(
                 f"could not load a state from {path}: "
                 + "; ".join(log.problems_since(position) or ["not a state file for this model/context"]),
@@ -300,11 +351,13 @@ class Context(NativeHandle):
     # -- performance -------------------------------------------------------------------------
 
     def perf(self) -> dict[str, float]:
-        data = self._lib.llama_perf_context(self.ptr)
+        with self.pinned() as ptr:
+            data = self._lib.llama_perf_context(ptr)
         return {name: float(getattr(data, name)) for name, _ in data._fields_}
 
     def perf_reset(self) -> None:
-        self._lib.llama_perf_context_reset(self.ptr)
+        with self.pinned() as ptr:
+            self._lib.llama_perf_context_reset(ptr)
 
 
 class Batch(NativeHandle):
@@ -316,53 +369,72 @@ class Batch(NativeHandle):
         if capacity < 1:
             raise LlamaInferenceException("batch capacity must be at least 1", {"capacity": capacity})
         lib = context._lib
-        self.struct = lib.llama_batch_init(capacity, 0, n_seq_max)
-        if not self.struct.token:
+        struct = lib.llama_batch_init(capacity, 0, n_seq_max)
+        if not struct.token:
             raise LlamaInferenceException("could not allocate a batch", {"capacity": capacity})
-        # llama_batch_free takes the struct by value; keep it and free from it.
-        super().__init__(1, lambda _p: lib.llama_batch_free(self.struct))
+        self.struct = struct
+        # llama_batch_free takes the struct by value: free from the struct, not from self (a
+        # closure over self would be a reference cycle, freeing the batch only at a cyclic collection).
+        super().__init__(1, lambda _p: lib.llama_batch_free(struct))
         self.capacity = capacity
         self.n_seq_max = n_seq_max
 
     @property
     def n_tokens(self) -> int:
-        self.check_open()
-        return int(self.struct.n_tokens)
+        with self.pinned():
+            return int(self.struct.n_tokens)
 
     def clear(self) -> None:
-        self.check_open()
-        self.struct.n_tokens = 0
+        with self.pinned():
+            self.struct.n_tokens = 0
 
     def add(self, token: int, pos: int, seq_ids: Sequence[int] = (0,), logits: bool = False) -> None:
-        self.check_open()
-        i = self.struct.n_tokens
-        if i >= self.capacity:
-            raise LlamaInferenceException(f"batch is full ({self.capacity} tokens)", {"capacity": self.capacity})
-        if not 1 <= len(seq_ids) <= self.n_seq_max:
-            raise LlamaInferenceException(f"a token belongs to 1..{self.n_seq_max} sequences")
-        s = self.struct
-        s.token[i] = token
-        s.pos[i] = pos
-        s.n_seq_id[i] = len(seq_ids)
-        for j, seq in enumerate(seq_ids):
-            s.seq_id[i][j] = seq
-        s.logits[i] = logits
-        s.n_tokens = i + 1
+        """Append one token (llama.cpp checks its id against the vocabulary when it decodes the batch)."""
+        token = _integer(token, "token id")
+        pos = _integer(pos, "position")
+        seqs = [_integer(seq, "sequence id") for seq in seq_ids]
+        with self.pinned():
+            i = self.struct.n_tokens
+            if i >= self.capacity:
+                raise LlamaInferenceException(f"batch is full ({self.capacity} tokens)", {"capacity": self.capacity})
+            if not 1 <= len(seqs) <= self.n_seq_max:
+                raise LlamaInferenceException(f"a token belongs to 1..{self.n_seq_max} sequences")
+            s = self.struct
+            s.token[i] = token
+            s.pos[i] = pos
+            s.n_seq_id[i] = len(seqs)
+            for j, seq in enumerate(seqs):
+                s.seq_id[i][j] = seq
+            s.logits[i] = bool(logits)
+            s.n_tokens = i + 1
 
     def set_sequence(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = True) -> None:
         """Fill with consecutive tokens of one sequence; only the last one outputs logits by default."""
-        self.check_open()
-        n = len(tokens)
+        ids = [_integer(tok, "token id") for tok in tokens]
+        start_pos, seq_id = _integer(start_pos, "position"), _integer(seq_id, "sequence id")
+        n = len(ids)
         if n > self.capacity:
             raise LlamaInferenceException(f"{n} tokens exceed the batch capacity {self.capacity}")
-        s = self.struct
-        for i, tok in enumerate(tokens):
-            s.token[i] = tok
-            s.pos[i] = start_pos + i
-            s.n_seq_id[i] = 1
-            s.seq_id[i][0] = seq_id
-            s.logits[i] = 0
-        if n and logits_last:
-            s.logits[n - 1] = 1
-        s.n_tokens = n
+        with self.pinned():
+            s = self.struct
+            for i, tok in enumerate(ids):
+                s.token[i] = tok
+                s.pos[i] = start_pos + i
+                s.n_seq_id[i] = 1
+                s.seq_id[i][0] = seq_id
+                s.logits[i] = 0
+            if n and logits_last:
+                s.logits[n - 1] = 1
+            s.n_tokens = n
+
+
+def _integer(value: object, what: str) -> int:
+    """An int32 for a batch field: not a bool, a float or a string (ctypes would raise TypeError,
+    or wrap around silently for an int out of range)."""
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise LlamaInferenceException(f"a {what} must be an integer, got {value!r}", {what: repr(value)})
+    number = operator.index(value)
+    if not -(2**31) <= number < 2**31:
+        raise LlamaInferenceException(f"a {what} must fit 32 bits, got {number}", {what: number})
+    return number
 

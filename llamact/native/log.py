@@ -2,8 +2,9 @@
 
 Native code logs through one callback (``llama_log_set``). Lines go to the ``llamact.native``
 logger at the matching level; ``GGML_LOG_LEVEL_CONT`` pieces continue the previous line. The
-most recent warning and error lines are also kept, so an exception raised after a failed native
-call can quote the reason upstream gave (e.g. why a GGUF file was rejected).
+most recent warning and error lines are also kept, with the thread that logged them, so an
+exception raised after a failed native call can quote the reason upstream gave (e.g. why a GGUF
+file was rejected) and not a reason another thread's call logged meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _LEVELS = {
     llama_h.GgmlLogLevel.ERROR: logging.ERROR,
 }
 
-_recent: collections.deque[tuple[int, str]] = collections.deque(maxlen=64)
+_recent: collections.deque[tuple[int, int, str]] = collections.deque(maxlen=64)  # (count, thread, line)
 _counter = 0
 _pending_level = logging.INFO
 _pending = ""
@@ -38,7 +39,7 @@ def _emit(level: int, line: str) -> None:
     global _counter
     if level >= logging.WARNING:
         _counter += 1
-        _recent.append((_counter, line))
+        _recent.append((_counter, threading.get_ident(), line))
     if logger.isEnabledFor(level):
         logger.log(level, "%s", line)
 
@@ -75,9 +76,13 @@ def mark() -> int:
 
 
 def problems_since(position: int) -> list[str]:
-    """Warning and error lines native code logged after ``position``."""
+    """Warning and error lines native code logged after ``position``: those logged by the calling
+    thread (where llama.cpp reports why a call failed), or all of them if it logged none (a
+    backend may log from a thread of its own)."""
+    me = threading.get_ident()
     with _lock:
-        lines = [line for count, line in _recent if count > position]
+        since = [(thread, line) for count, thread, line in _recent if count > position]
         if _pending and _pending_level >= logging.WARNING:
-            lines.append(_pending)
-    return lines
+            since.append((me, _pending))
+    mine = [line for thread, line in since if thread == me]
+    return mine or [line for _, line in since]

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 import os
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, SupportsIndex
 
-from ..errors import LlamaException, LlamaInferenceException, LlamaModelException
+from ..errors import LlamaInferenceException, LlamaModelException
 from . import llama_h, log
 from ._handle import NativeHandle
 from ._library import native
+from .shim import ErrorBuffer
+from .text import c_string, utf8
 
 GGUF_MAGIC = b"GGUF"
 
@@ -53,15 +58,22 @@ def _check_gguf_file(path: Path) -> None:
         )
 
 
-def _read_c_string(call: Callable[[ctypes.Array[ctypes.c_char], int], int], size: int = 256) -> str | None:
-    """Call a ``(buf, buf_size) -> needed length`` style function, growing the buffer if needed."""
+def _read_c_string(call: Callable[[ctypes.Array[ctypes.c_char], int], int], what: str, size: int = 256) -> str | None:
+    """Call a ``(buf, buf_size) -> needed length`` (snprintf-style, -1 = absent) function, growing
+    the buffer once if needed. ``what`` names the value in the error a misbehaving call raises."""
     buf = ctypes.create_string_buffer(size)
     n = call(buf, size)
     if n < 0:
         return None
     if n >= size:
-        buf = ctypes.create_string_buffer(n + 1)
-        n = call(buf, n + 1)
+        size = n + 1
+        buf = ctypes.create_string_buffer(size)
+        n = call(buf, size)
+    if not 0 <= n < size:
+        raise LlamaModelException(
+            f"llama.cpp reported inconsistent lengths reading {what} ({n} for a buffer of {size} bytes)",
+            {"what": what, "length": n, "buffer": size},
+        )
     return buf.raw[:n].decode("utf-8", errors="replace")
 
 
@@ -116,6 +128,12 @@ class Model(NativeHandle):
         params.progress_callback = c_callback
         params.progress_callback_user_data = None
 
+        err = ErrorBuffer()
+        if lib.shim.llamact_gguf_tensor_problem(os.fsencode(self.path), *err.args):
+            raise LlamaModelException(
+                f"{self.path} is damaged: {err.message}. Compare its size and checksum with the source.",
+                {"path": str(self.path)},
+            )
         position = log.mark()
         ptr = lib.llama.llama_model_load_from_file(os.fsencode(self.path), params)
         if callback_error:
@@ -138,89 +156,189 @@ class Model(NativeHandle):
         super().__init__(ptr, lib.llama.llama_model_free)
         self._lib = lib.llama
         self.options = options
-        self.vocab = Vocab(self)
+        self._vocab_ptr = int(lib.llama.llama_model_get_vocab(ptr))
+        self._n_vocab = int(lib.llama.llama_vocab_n_tokens(self._vocab_ptr))
+        # The model's Vocab holds the model; the model only remembers it weakly. A strong reference
+        # both ways would be a cycle, leaving the weights to the cyclic collector instead of
+        # freeing them when the last reference goes.
+        self._vocab_ref: Callable[[], Vocab | None] = _no_vocab
+
+    @property
+    def vocab(self) -> Vocab:
+        """The model's tokenizer (the same object while anyone holds it)."""
+        vocab = self._vocab_ref()
+        if vocab is None:
+            vocab = Vocab(self)
+            self._vocab_ref = weakref.ref(vocab)
+        return vocab
 
     # -- facts about the model ------------------------------------------------------------
 
+    def _int(self, fn: str) -> int:
+        with self.pinned() as ptr:
+            return int(getattr(self._lib, fn)(ptr))
+
     @property
     def description(self) -> str:
-        ptr = self.ptr
-        return _read_c_string(lambda b, n: self._lib.llama_model_desc(ptr, b, n)) or ""
+        with self.pinned() as ptr:
+            return _read_c_string(lambda b, n: self._lib.llama_model_desc(ptr, b, n), "the model description") or ""
 
     @property
     def size_bytes(self) -> int:
-        return int(self._lib.llama_model_size(self.ptr))
+        return self._int("llama_model_size")
 
     @property
     def n_params(self) -> int:
-        return int(self._lib.llama_model_n_params(self.ptr))
+        return self._int("llama_model_n_params")
 
     @property
     def n_ctx_train(self) -> int:
-        return int(self._lib.llama_model_n_ctx_train(self.ptr))
+        return self._int("llama_model_n_ctx_train")
 
     @property
     def n_embd(self) -> int:
-        return int(self._lib.llama_model_n_embd(self.ptr))
+        return self._int("llama_model_n_embd")
 
     @property
     def n_layer(self) -> int:
-        return int(self._lib.llama_model_n_layer(self.ptr))
+        return self._int("llama_model_n_layer")
 
     @property
     def has_encoder(self) -> bool:
-        return bool(self._lib.llama_model_has_encoder(self.ptr))
+        return bool(self._int("llama_model_has_encoder"))
 
     @property
     def has_decoder(self) -> bool:
-        return bool(self._lib.llama_model_has_decoder(self.ptr))
+        return bool(self._int("llama_model_has_decoder"))
 
     def metadata(self) -> dict[str, str]:
         """Every GGUF key/value as llama.cpp renders it (scalars as text, arrays abbreviated)."""
-        ptr = self.ptr
         out: dict[str, str] = {}
         lib = self._lib
-        for i in range(int(lib.llama_model_meta_count(ptr))):
-            key = _read_c_string(functools.partial(lib.llama_model_meta_key_by_index, ptr, i))
-            value = _read_c_string(functools.partial(lib.llama_model_meta_val_str_by_index, ptr, i), 4096)
-            if key is not None and value is not None:
-                out[key] = value
+        with self.pinned() as ptr:
+            for i in range(int(lib.llama_model_meta_count(ptr))):
+                key = _read_c_string(functools.partial(lib.llama_model_meta_key_by_index, ptr, i), f"metadata key {i}")
+                value = _read_c_string(
+                    functools.partial(lib.llama_model_meta_val_str_by_index, ptr, i), f"metadata value {i}", 4096
+                )
+                if key is not None and value is not None:
+                    out[key] = value
         return out
 
     def metadata_value(self, key: str) -> str | None:
-        ptr = self.ptr
-        raw_key = key.encode()
-        return _read_c_string(lambda b, n: self._lib.llama_model_meta_val_str(ptr, raw_key, b, n), 4096)
+        raw_key = c_string(key, "the metadata key", LlamaModelException)
+        with self.pinned() as ptr:
+            return _read_c_string(
+                lambda b, n: self._lib.llama_model_meta_val_str(ptr, raw_key, b, n), f"metadata {key!r}", 4096
+            )
 
     def chat_template(self, name: str | None = None) -> str | None:
         """The embedded chat template (``tokenizer.chat_template``) or a named variant (``tool_use``)."""
-        raw = self._lib.llama_model_chat_template(self.ptr, name.encode() if name else None)
-        return raw.decode("utf-8", errors="replace") if raw is not None else None
+        raw_name = c_string(name, "the chat template name", LlamaModelException) if name else None
+        with self.pinned() as ptr:
+            raw = self._lib.llama_model_chat_template(ptr, raw_name)
+            return raw.decode("utf-8", errors="replace") if raw is not None else None
+
+
+    def apply_builtin_chat_template(
+        self, template: str, messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True
+    ) -> str | None:
+        """``(role, content)`` messages formatted by llama.cpp's built-in (non-Jinja) formatter,
+        which recognises well-known templates by their text; None when it does not recognise this
+        one. Text holding a NUL or a lone surrogate raises LlamaInferenceException."""
+        template_raw = c_string(template, "the chat template")
+        encoded = [
+            (c_string(role, f"the role of message {i}"), c_string(content, f"the content of message {i}"))
+            for i, (role, content) in enumerate(messages)
+        ]
+        chat = (llama_h.llama_chat_message * len(encoded))()
+        for i, (role, content) in enumerate(encoded):
+            chat[i].role = role
+            chat[i].content = content
+        size = 2 * sum(len(r) + len(c) for r, c in encoded) + len(template_raw) + 256
+        buf = ctypes.create_string_buffer(size)
+        with self.pinned():  # the formatter does not use the model; open-ness is the contract
+            apply = self._lib.llama_chat_apply_template
+            n = apply(template_raw, chat, len(encoded), add_generation_prompt, buf, size)
+            if n > size:
+                size = n
+                buf = ctypes.create_string_buffer(size)
+                n = apply(template_raw, chat, len(encoded), add_generation_prompt, buf, size)
+        if n < 0:
+            return None
+        if n > size:
+            raise LlamaInferenceException(
+                f"llama.cpp reported inconsistent lengths formatting the chat ({n} for {size} bytes)", {"length": n}
+            )
+        return buf.raw[:n].decode("utf-8", errors="replace")
+
+
+def _no_vocab() -> Vocab | None:
+    return None
+
+
+def _bad_token(value: object, n_tokens: int) -> LlamaInferenceException:
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        return LlamaInferenceException(
+            f"token ids are integers; got {value!r} ({type(value).__name__})",
+            {"token": repr(value), "n_tokens": n_tokens},
+        )
+    token = operator.index(value)
+    return LlamaInferenceException(
+        f"token id {token} is outside this vocabulary (0..{n_tokens - 1})", {"token": token, "n_tokens": n_tokens}
+    )
+
+
+def _token_id(value: object, n_tokens: int) -> int:
+    """``value`` as a token id of a vocabulary of ``n_tokens``: an int (or anything with
+    ``__index__``, e.g. a numpy integer; not a bool) in range, else LlamaInferenceException."""
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise _bad_token(value, n_tokens)
+    token = operator.index(value)
+    if not 0 <= token < n_tokens:
+        raise _bad_token(token, n_tokens)
+    return token
 
 
 class Vocab:
-    """The model's tokenizer. Lives as long as its model; refuses use after the model closes."""
+    """The model's tokenizer. Keeps its model alive, and refuses use after the model closes."""
 
     def __init__(self, model: Model) -> None:
         self._model = model
         self._lib = model._lib
-        self._ptr_cache = model._lib.llama_model_get_vocab(model.ptr)
+        self._vocab = model._vocab_ptr
+        self._n_tokens = model._n_vocab
+
+    @property
+    def model(self) -> Model:
+        """The model this vocabulary belongs to."""
+        return self._model
 
     @property
     def ptr(self) -> int:
+        """The native vocabulary; only safe to pass to C inside ``with vocab.pinned():``."""
         self._model.check_open()
-        return int(self._ptr_cache)
+        return self._vocab
+
+    def pinned(self) -> Any:
+        """``with vocab.pinned():`` the vocabulary (its model's memory) is not freed in the block."""
+        return self._model.pinned()
 
     @property
     def n_tokens(self) -> int:
-        return int(self._lib.llama_vocab_n_tokens(self.ptr))
+        self._model.check_open()
+        return self._n_tokens
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        with self._model.pinned():
+            return getattr(self._lib, fn)(self._vocab, *args)
 
     @property
     def type(self) -> int:
-        return int(self._lib.llama_vocab_type(self.ptr))
+        return int(self._call("llama_vocab_type"))
 
     def _special(self, fn: str) -> int | None:
-        tok = int(getattr(self._lib, fn)(self.ptr))
+        tok = int(self._call(fn))
         return None if tok == llama_h.LLAMA_TOKEN_NULL else tok
 
     @property
@@ -237,83 +355,103 @@ class Vocab:
 
     @property
     def add_bos(self) -> bool:
-        return bool(self._lib.llama_vocab_get_add_bos(self.ptr))
+        return bool(self._call("llama_vocab_get_add_bos"))
 
     @property
     def add_eos(self) -> bool:
-        return bool(self._lib.llama_vocab_get_add_eos(self.ptr))
+        return bool(self._call("llama_vocab_get_add_eos"))
 
-    def _check_token(self, token: int) -> None:
-        if not 0 <= token < self.n_tokens:
-            raise LlamaInferenceException(
-                f"token id {token} is outside this vocabulary (0..{self.n_tokens - 1})",
-                {"token": token, "n_tokens": self.n_tokens},
-            )
+    def suppress_tokens(self) -> tuple[int, ...]:
+        """Tokens the model says never to generate (GGUF ``tokenizer.ggml.suppress_tokens``); upstream's
+        sampler bans them with a -inf logit bias."""
+        count = ctypes.c_int32(0)
+        with self._model.pinned():
+            ptr = self._lib.llama_vocab_get_suppress_tokens(self._vocab, ctypes.byref(count))
+            return tuple(ptr[i] for i in range(count.value)) if ptr and count.value > 0 else ()
+
+    def token_ids(self, tokens: Iterable[object]) -> list[int]:
+        """``tokens`` as a list of token ids of this vocabulary; raises LlamaInferenceException
+        naming the first one that is not an integer in range."""
+        self._model.check_open()
+        ids = list(tokens)
+        n = self._n_tokens
+        if all(type(t) is int for t in ids) and (not ids or (min(ids) >= 0 and max(ids) < n)):  # type: ignore[type-var, operator]
+            return ids  # type: ignore[return-value]
+        return [_token_id(t, n) for t in ids]
+
+    def _check_token(self, token: object) -> int:
+        self._model.check_open()
+        return _token_id(token, self._n_tokens)
 
     def is_eog(self, token: int) -> bool:
-        self._check_token(token)
-        return bool(self._lib.llama_vocab_is_eog(self.ptr, token))
+        return bool(self._call("llama_vocab_is_eog", self._check_token(token)))
 
     def is_control(self, token: int) -> bool:
-        self._check_token(token)
-        return bool(self._lib.llama_vocab_is_control(self.ptr, token))
+        return bool(self._call("llama_vocab_is_control", self._check_token(token)))
 
     def text(self, token: int) -> str:
         """The token's text as stored in the vocabulary (e.g. with SentencePiece's ▁)."""
-        self._check_token(token)
-        raw = self._lib.llama_vocab_get_text(self.ptr, token)
+        raw = self._call("llama_vocab_get_text", self._check_token(token))
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     def attributes(self, token: int) -> llama_h.LlamaTokenAttr:
-        self._check_token(token)
-        return llama_h.LlamaTokenAttr(int(self._lib.llama_vocab_get_attr(self.ptr, token)))
+        return llama_h.LlamaTokenAttr(int(self._call("llama_vocab_get_attr", self._check_token(token))))
 
     def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Text -> token ids. ``add_special`` adds BOS/EOS as the model asks; ``parse_special``
         turns special-token text such as ``<|im_start|>`` into its token."""
-        try:
-            raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        except UnicodeEncodeError as exc:
-            raise LlamaInferenceException(
-                f"the text cannot be tokenized: it holds {text[exc.start:exc.end]!r} at position {exc.start}, "
-                "a lone surrogate that is not Unicode text (decode input bytes with errors='replace')",
-                {"position": exc.start},
-            ) from exc
+        raw = utf8(text, "the text to tokenize") if isinstance(text, str) else bytes(text)
         if len(raw) > 2**31 - 16:
             raise LlamaInferenceException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
         capacity = len(raw) + 8
         buf = (llama_h.llama_token * capacity)()
-        n = self._lib.llama_tokenize(self.ptr, raw, len(raw), buf, capacity, add_special, parse_special)
-        if n < 0:
-            capacity = -n
-            buf = (llama_h.llama_token * capacity)()
-            n = self._lib.llama_tokenize(self.ptr, raw, len(raw), buf, capacity, add_special, parse_special)
-        if n < 0:
-            raise LlamaInferenceException("tokenization failed", {"bytes": len(raw)})
+        with self._model.pinned():
+            tokenize = self._lib.llama_tokenize
+            n = tokenize(self._vocab, raw, len(raw), buf, capacity, add_special, parse_special)
+            if n < 0:
+                capacity = -n
+                buf = (llama_h.llama_token * capacity)()
+                n = tokenize(self._vocab, raw, len(raw), buf, capacity, add_special, parse_special)
+        if not 0 <= n <= capacity:
+            raise LlamaInferenceException(
+                f"tokenization failed (llama.cpp returned {n} for room for {capacity} tokens)", {"bytes": len(raw)}
+            )
         return list(buf[:n])
 
     def token_to_piece(self, token: int, special: bool = False, lstrip: int = 0) -> bytes:
         """One token's bytes. A piece may be part of a UTF-8 sequence; join before decoding."""
-        self._check_token(token)
-        buf = ctypes.create_string_buffer(64)
-        n = self._lib.llama_token_to_piece(self.ptr, token, buf, 64, lstrip, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = self._lib.llama_token_to_piece(self.ptr, token, buf, -n, lstrip, special)
+        token = self._check_token(token)
+        size = 64
+        buf = ctypes.create_string_buffer(size)
+        with self._model.pinned():
+            to_piece = self._lib.llama_token_to_piece
+            n = to_piece(self._vocab, token, buf, size, lstrip, special)
+            if n < 0:
+                size = -n
+                buf = ctypes.create_string_buffer(size)
+                n = to_piece(self._vocab, token, buf, size, lstrip, special)
+        if not 0 <= n <= size:
+            raise LlamaInferenceException(
+                f"llama.cpp could not render token {token} (it returned {n} for a {size}-byte buffer)",
+                {"token": token, "length": n},
+            )
         return buf.raw[:n]
 
     def detokenize(self, tokens: Iterable[int], remove_special: bool = False, unparse_special: bool = False) -> str:
-        ids = list(tokens)
-        for tok in ids:
-            self._check_token(tok)
+        ids = self.token_ids(tokens)
         arr = (llama_h.llama_token * len(ids))(*ids)
         capacity = max(16, len(ids) * 8)
         buf = ctypes.create_string_buffer(capacity)
-        n = self._lib.llama_detokenize(self.ptr, arr, len(ids), buf, capacity, remove_special, unparse_special)
-        if n < 0:
-            capacity = -n
-            buf = ctypes.create_string_buffer(capacity)
-            n = self._lib.llama_detokenize(self.ptr, arr, len(ids), buf, capacity, remove_special, unparse_special)
-        if n < 0:
-            raise LlamaException("detokenization failed")
+        with self._model.pinned():
+            detokenize = self._lib.llama_detokenize
+            n = detokenize(self._vocab, arr, len(ids), buf, capacity, remove_special, unparse_special)
+            if n < 0:
+                capacity = -n
+                buf = ctypes.create_string_buffer(capacity)
+                n = detokenize(self._vocab, arr, len(ids), buf, capacity, remove_special, unparse_special)
+        if not 0 <= n <= capacity:
+            raise LlamaInferenceException(
+                f"detokenization failed (llama.cpp returned {n} for a {capacity}-byte buffer)",
+                {"n_tokens": len(ids), "length": n},
+            )
         return buf.raw[:n].decode("utf-8", errors="replace")

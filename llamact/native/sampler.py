@@ -13,17 +13,19 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import LlamaInferenceException
+from ..errors import LlamaException, LlamaInferenceException
 from . import llama_h, log
 from ._handle import NativeHandle
 from ._library import native
 from .context import Context
-from .model import Model
+from .model import Model, _token_id
 from .shim import ErrorBuffer
+from .text import c_string
 
 _U32 = 2**32 - 1
 
@@ -43,6 +45,14 @@ def _finite(spec: object, name: str, lo: float | None = None, hi: float | None =
         raise _bad(spec, name, value, f"must be >= {lo}")
     if hi is not None and value > hi:
         raise _bad(spec, name, value, f"must be <= {hi}")
+
+
+def _text(spec: object, name: str, value: str) -> bytes:
+    """A string parameter as the C string llama.cpp takes (no NUL, no lone surrogate)."""
+    try:
+        return c_string(value, f"{type(spec).__name__}.{name}")
+    except LlamaException as exc:
+        raise _bad(spec, name, value, f"must be Unicode text without NUL characters ({exc.message})") from None
 
 
 def _integer(spec: object, name: str, lo: int, hi: int = 2**31 - 1) -> None:
@@ -263,11 +273,14 @@ class Dry(SamplerSpec):
         _finite(self, "base", 1.0)
         _integer(self, "allowed_length", 0)
         _integer(self, "penalty_last_n", -1)
-        if any(not isinstance(s, str) or not s for s in self.seq_breakers):
-            raise _bad(self, "seq_breakers", self.seq_breakers, "must be non-empty strings")
+        if isinstance(self.seq_breakers, str) or any(not isinstance(s, str) or not s for s in self.seq_breakers):
+            raise _bad(self, "seq_breakers", self.seq_breakers, "must be a sequence of non-empty strings")
+        for breaker in self.seq_breakers:
+            _text(self, "seq_breakers", breaker)
 
     def build(self, lib: Any, vocab: int) -> int:
-        arr = (ctypes.c_char_p * len(self.seq_breakers))(*(s.encode() for s in self.seq_breakers))
+        raw = [_text(self, "seq_breakers", s) for s in self.seq_breakers]
+        arr = (ctypes.c_char_p * len(raw))(*raw)
         return lib.llama_sampler_init_dry(
             vocab, self.multiplier, self.base, self.allowed_length, self.penalty_last_n, arr, len(self.seq_breakers)
         )
@@ -313,25 +326,32 @@ class Grammar(SamplerSpec):
     def validate(self, vocab_size: int) -> None:
         if not isinstance(self.grammar, str) or not self.grammar.strip():
             raise _bad(self, "grammar", self.grammar, "must be non-empty GBNF text")
-        if "\x00" in self.grammar or "\x00" in self.root:
-            raise _bad(self, "grammar", "...", "must not contain NUL characters")
+        if not isinstance(self.root, str) or not self.root:
+            raise _bad(self, "root", self.root, "must be the name of a rule")
+        _text(self, "grammar", self.grammar)
+        _text(self, "root", self.root)
+        for pattern in self.trigger_patterns:
+            _text(self, "trigger_patterns", pattern)
         for tok in self.trigger_tokens:
-            if not 0 <= tok < vocab_size:
-                raise _bad(self, "trigger_tokens", tok, f"token ids must be in [0, {vocab_size})")
+            try:
+                _token_id(tok, vocab_size)
+            except LlamaException:
+                raise _bad(self, "trigger_tokens", tok, f"token ids must be integers in [0, {vocab_size})") from None
 
     def build(self, lib: Any, vocab: int) -> int:
         # Through the shim: llama.cpp throws C++ exceptions here (std::regex_error for a trigger
         # pattern libstdc++ rejects), which would otherwise terminate the process.
         shim_lib = native().shim
         err = ErrorBuffer()
+        grammar, root = _text(self, "grammar", self.grammar), _text(self, "root", self.root)
         if not self.lazy:
-            ptr = shim_lib.llamact_sampler_init_grammar(vocab, self.grammar.encode(), self.root.encode(), *err.args)
+            ptr = shim_lib.llamact_sampler_init_grammar(vocab, grammar, root, *err.args)
         else:
-            patterns = (ctypes.c_char_p * len(self.trigger_patterns))(*(p.encode() for p in self.trigger_patterns))
-            tokens = (llama_h.llama_token * len(self.trigger_tokens))(*self.trigger_tokens)
+            raw_patterns = [_text(self, "trigger_patterns", p) for p in self.trigger_patterns]
+            patterns = (ctypes.c_char_p * len(raw_patterns))(*raw_patterns)
+            tokens = (llama_h.llama_token * len(self.trigger_tokens))(*(int(t) for t in self.trigger_tokens))
             ptr = shim_lib.llamact_sampler_init_grammar_lazy_patterns(
-                vocab, self.grammar.encode(), self.root.encode(),
-                patterns, len(self.trigger_patterns), tokens, len(self.trigger_tokens), *err.args,
+                vocab, grammar, root, patterns, len(raw_patterns), tokens, len(self.trigger_tokens), *err.args,
             )
         if not ptr and err.message:
             raise LlamaInferenceException(
@@ -342,42 +362,84 @@ class Grammar(SamplerSpec):
         return int(ptr or 0)
 
 
-@contextlib.contextmanager
-def _native_stderr(enabled: bool) -> Iterator[list[str]]:
-    """Collect what native code prints to file descriptor 2 during the block, then pass it on
-    unchanged. llama.cpp prints why a GBNF grammar does not parse with ``fprintf(stderr)``, not
-    through its log callback; this is how that reason reaches the exception."""
-    printed: list[str] = []
-    saved = -1
-    if enabled:
-        try:
+# fd 2 is process-wide: swapping it is serialised, and only done on the failure path below.
+_STDERR_SWAP = threading.Lock()
+_PARSE_ERROR = b"error parsing grammar: "
+
+
+def _grammar_parse_error(vocab: int, grammar: bytes, root: bytes) -> str | None:
+    """Why llama.cpp's GBNF parser rejects ``grammar``, or None if it does not.
+
+    The parser prints its reason with ``fprintf(stderr)`` (``"parse: error parsing grammar:
+    <why>\n\n<grammar>\n"``), not through the log callback, so the only way to read it is to
+    parse again with file descriptor 2 sent to a file. That is process-wide: it happens only here,
+    after a grammar was already rejected (the first attempt printed the reason where the user
+    sees stderr), one thread at a time, and whatever else reached fd 2 meanwhile (other threads)
+    is passed on afterwards, unchanged.
+    """
+    shim_lib = native().shim
+    err = ErrorBuffer()
+    with _STDERR_SWAP, tempfile.TemporaryFile() as sink:
+        with contextlib.suppress(AttributeError, ValueError, OSError):
             sys.stderr.flush()
+        try:
             saved = os.dup(2)
-        except (OSError, ValueError, AttributeError):
-            saved = -1
-    if saved < 0:
-        yield printed
-        return
-    with tempfile.TemporaryFile() as sink:
+        except OSError:  # no stderr at all: nothing to read the reason from
+            return None
         try:
             os.dup2(sink.fileno(), 2)
             try:
-                yield printed
+                ptr = shim_lib.llamact_sampler_init_grammar(vocab, grammar, root, *err.args)
             finally:
                 os.dup2(saved, 2)
         finally:
             os.close(saved)
+        if ptr:  # it parses after all: not a parse error
+            native().llama.llama_sampler_free(ptr)
         sink.seek(0)
         data = sink.read()
-    if data:
-        printed.append(data.decode("utf-8", errors="replace"))
-        with contextlib.suppress(OSError):
-            while data:
-                data = data[os.write(2, data):]
+    start = data.find(_PARSE_ERROR)
+    end = data.find(b"\n\n" + grammar + b"\n", start) if start != -1 else -1
+    if end == -1:
+        others, reason = data, None
+    else:
+        line_start = data.rfind(b"\n", 0, start) + 1
+        why = data[start + len(_PARSE_ERROR) : end].decode("utf-8", errors="replace")
+        reason = "error parsing grammar: " + (why.splitlines() or [""])[0].strip()
+        others = data[:line_start] + data[end + len(grammar) + 3 :]
+    with contextlib.suppress(OSError):
+        while others:
+            others = others[os.write(2, others) :]
+    return reason
 
 
-def _grammar_parse_errors(printed: list[str]) -> list[str]:
-    return [line.strip() for text in printed for line in text.splitlines() if "error parsing grammar" in line]
+def validate_specs(specs: Sequence[SamplerSpec], n_vocab: int) -> tuple[SamplerSpec, ...]:
+    """Check every spec in Python (llama.cpp asserts, i.e. aborts, on some bad values)."""
+    if not specs:
+        raise LlamaInferenceException("a sampler chain needs at least one sampler (e.g. Greedy())")
+    for spec in specs:
+        if not isinstance(spec, SamplerSpec):
+            raise LlamaInferenceException(f"not a sampler spec: {spec!r}")
+        spec.validate(n_vocab)
+    return tuple(specs)
+
+
+def build_sampler(spec: SamplerSpec, lib: Any, vocab_ptr: int) -> int:
+    """One native sampler from a validated ``spec`` (the caller owns and frees it; the model must be
+    pinned). Raises LlamaInferenceException with llama.cpp's reason when it refuses."""
+    position = log.mark()
+    smpl = spec.build(lib, vocab_ptr)
+    if not smpl:
+        reasons = log.problems_since(position)
+        if isinstance(spec, Grammar) and any("failed to parse grammar" in r for r in reasons):
+            why = _grammar_parse_error(vocab_ptr, spec.grammar.encode(), spec.root.encode())
+            reasons = [why, *reasons] if why else reasons
+        raise LlamaInferenceException(
+            f"llama.cpp rejected the {type(spec).__name__} sampler: "
+            f"{'; '.join(reasons) if reasons else 'no reason given'}",
+            {"sampler": type(spec).__name__, "native_log": reasons},
+        )
+    return smpl
 
 
 class SamplerChain(NativeHandle):
@@ -386,61 +448,46 @@ class SamplerChain(NativeHandle):
     _kind = "sampler chain"
 
     def __init__(self, model: Model, specs: Sequence[SamplerSpec], no_perf: bool = True) -> None:
-        if not specs:
-            raise LlamaInferenceException("a sampler chain needs at least one sampler (e.g. Greedy())")
-        vocab = model.vocab
-        n_vocab = vocab.n_tokens
-        for spec in specs:
-            if not isinstance(spec, SamplerSpec):
-                raise LlamaInferenceException(f"not a sampler spec: {spec!r}")
-            spec.validate(n_vocab)
+        n_vocab = model.vocab.n_tokens
+        self.specs = validate_specs(specs, n_vocab)
         lib = model._lib
         params = lib.llama_sampler_chain_default_params()
         params.no_perf = no_perf
-        chain = lib.llama_sampler_chain_init(params)
-        super().__init__(chain, lib.llama_sampler_free)
-        self._lib = lib
         self.model = model
-        self.specs = tuple(specs)
         # Exactly one greedy sampler: the token loop may take the argmax itself (src/shim).
         self.greedy_only = len(self.specs) == 1 and isinstance(self.specs[0], Greedy)
         self._n_vocab = n_vocab
         self._shim = native().shim
         self._err = ErrorBuffer()
         self._grammars: list[int] = []  # the chain's grammar samplers, checked by accept()
-        model._adopt(self)  # grammar samplers point into the vocabulary
-        for spec in specs:
-            position = log.mark()
-            try:
-                with _native_stderr(isinstance(spec, Grammar)) as printed:
-                    smpl = spec.build(lib, vocab.ptr)
-            except BaseException:
-                self.close()
-                raise
-            if not smpl:
-                self.close()
-                reasons = _grammar_parse_errors(printed) + log.problems_since(position)
-                raise LlamaInferenceException(
-                    f"llama.cpp rejected the {type(spec).__name__} sampler: "
-                    f"{'; '.join(reasons) if reasons else 'no reason given'}",
-                    {"sampler": type(spec).__name__, "native_log": reasons},
-                )
-            lib.llama_sampler_chain_add(chain, smpl)
-            if isinstance(spec, Grammar):
-                self._grammars.append(smpl)
+        with model.pinned():  # grammar samplers point into the vocabulary: the model outlives the chain
+            chain = lib.llama_sampler_chain_init(params)
+            super().__init__(chain, lib.llama_sampler_free)
+            self._lib = lib
+            model._adopt(self)
+            vocab_ptr = model._vocab_ptr
+            for spec in self.specs:
+                try:
+                    smpl = build_sampler(spec, lib, vocab_ptr)
+                except BaseException:
+                    self.close()
+                    raise
+                lib.llama_sampler_chain_add(chain, smpl)
+                if isinstance(spec, Grammar):
+                    self._grammars.append(smpl)
 
     def sample(self, context: Context, index: int = -1) -> int:
         """Sample (and accept) the next token from ``context``'s logits at output ``index``."""
-        chain, ctx = self.ptr, context.ptr
         position = log.mark()
-        if not self._lib.llama_get_logits_ith(ctx, index):  # llama.cpp asserts (aborts) on this
-            reasons = log.problems_since(position)
-            raise LlamaInferenceException(
-                f"no logits to sample from at output {index}: decode a batch that requests logits "
-                f"for that token first ({'; '.join(reasons) or 'no reason given'})",
-                {"index": index, "native_log": reasons},
-            )
-        token = int(self._shim.llamact_sampler_sample(chain, ctx, index, *self._err.args))
+        with context.pinned() as ctx, self.pinned() as chain:  # context first, as TokenStepper does
+            if not self._lib.llama_get_logits_ith(ctx, index):  # llama.cpp asserts (aborts) on this
+                reasons = log.problems_since(position)
+                raise LlamaInferenceException(
+                    f"no logits to sample from at output {index}: decode a batch that requests logits "
+                    f"for that token first ({'; '.join(reasons) or 'no reason given'})",
+                    {"index": index, "native_log": reasons},
+                )
+            token = int(self._shim.llamact_sampler_sample(chain, ctx, index, *self._err.args))
         if token == llama_h.LLAMA_TOKEN_NULL:
             raise self.abandon("sampling", self._err.message)
         return token
@@ -462,28 +509,28 @@ class SamplerChain(NativeHandle):
         llama.cpp (a lazy grammar's trigger token whose text goes on past the trigger with what the
         grammar rejects) also raises it, and closes the chain, whose state is then undefined.
         """
-        chain = self.ptr
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self._n_vocab:
-            raise LlamaInferenceException(
-                f"token id {token!r} is outside this vocabulary (0..{self._n_vocab - 1})",
-                {"token": token, "n_tokens": self._n_vocab},
-            )
-        for grammar in self._grammars:
-            candidate = llama_h.llama_token_data(token, 0.0, 0.0)
-            array = llama_h.llama_token_data_array(ctypes.pointer(candidate), 1, -1, False)
-            self._lib.llama_sampler_apply(grammar, ctypes.byref(array))
-            if candidate.logit == -math.inf:
-                raise LlamaInferenceException(
-                    f"token {token} is not allowed by the grammar at this point; "
-                    "accept only tokens the chain could have sampled",
-                    {"token": token},
-                )
-        if self._shim.llamact_sampler_accept(chain, token, *self._err.args) != 0:
+        self.check_open()
+        token = _token_id(token, self._n_vocab)
+        with self.pinned() as chain:
+            for grammar in self._grammars:
+                candidate = llama_h.llama_token_data(token, 0.0, 0.0)
+                array = llama_h.llama_token_data_array(ctypes.pointer(candidate), 1, -1, False)
+                self._lib.llama_sampler_apply(grammar, ctypes.byref(array))
+                if candidate.logit == -math.inf:
+                    raise LlamaInferenceException(
+                        f"token {token} is not allowed by the grammar at this point; "
+                        "accept only tokens the chain could have sampled",
+                        {"token": token},
+                    )
+            failed = self._shim.llamact_sampler_accept(chain, token, *self._err.args) != 0
+        if failed:
             raise self.abandon(f"accepting token {token}", self._err.message)
 
     def reset(self) -> None:
-        self._lib.llama_sampler_reset(self.ptr)
+        with self.pinned() as chain:
+            self._lib.llama_sampler_reset(chain)
 
     def perf(self) -> dict[str, float]:
-        data = self._lib.llama_perf_sampler(self.ptr)
+        with self.pinned() as chain:
+            data = self._lib.llama_perf_sampler(chain)
         return {name: float(getattr(data, name)) for name, _ in data._fields_}

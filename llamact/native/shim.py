@@ -29,12 +29,61 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
         ],
         llama_h.llama_sampler_p,
     ),
-    "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, *_ERR], ctypes.c_int32),
+    "llamact_gguf_tensor_problem": ([ctypes.c_char_p, *_ERR], ctypes.c_int32),
+    "llamact_decode": ([llama_h.llama_context_p, llama_h.llama_batch, ctypes.c_void_p, *_ERR], ctypes.c_int32),
+    "llamact_abort_init": ([ctypes.c_void_p], None),
+    "llamact_abort_request": ([ctypes.c_void_p], None),
+    "llamact_abort_clear": ([ctypes.c_void_p], ctypes.c_int32),
     "llamact_abort_flag": ([ctypes.c_void_p], ctypes.c_bool),
     "llamact_step": (
         [
-            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, llama_h.llama_token,
+            llama_h.llama_context_p, llama_h.llama_sampler_p, llama_h.llama_vocab_p, ctypes.c_void_p,
+            llama_h.llama_token,
             ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+            *_ERR,
+        ],
+        llama_h.llama_token,
+    ),
+    # reasoning budget (src/shim/reasoning_budget.cpp)
+    "llamact_reasoning_budget_init": (
+        [
+            llama_h.llama_vocab_p,
+            ctypes.POINTER(llama_h.llama_token), ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
+            ctypes.POINTER(llama_h.llama_token), ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
+            ctypes.POINTER(llama_h.llama_token), ctypes.c_int32,
+            ctypes.c_int32, ctypes.c_int32, *_ERR,
+        ],
+        llama_h.llama_sampler_p,
+    ),
+    "llamact_reasoning_budget_state": ([llama_h.llama_sampler_p], ctypes.c_int32),
+    "llamact_reasoning_budget_end_match": (
+        [llama_h.llama_sampler_p, ctypes.POINTER(llama_h.llama_token), ctypes.c_int32], ctypes.c_int32,
+    ),
+    "llamact_reasoning_budget_force": ([llama_h.llama_sampler_p], ctypes.c_int32),
+    # guided sampling (src/shim/guided_sampling.cpp)
+    "llamact_guide_init": (
+        [
+            llama_h.llama_sampler_p, llama_h.llama_sampler_p, ctypes.c_int32, llama_h.llama_sampler_p,
+            ctypes.POINTER(llama_h.llama_token), ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+            *_ERR,
+        ],
+        ctypes.c_void_p,
+    ),
+    "llamact_guide_free": ([ctypes.c_void_p], None),
+    "llamact_guide_prefill": (
+        [ctypes.c_void_p, ctypes.POINTER(llama_h.llama_token), ctypes.c_int32, ctypes.c_int32, *_ERR], ctypes.c_int32,
+    ),
+    "llamact_guide_sample": ([ctypes.c_void_p, llama_h.llama_context_p, ctypes.c_int32, *_ERR], llama_h.llama_token),
+    "llamact_guide_accept": ([ctypes.c_void_p, llama_h.llama_token, *_ERR], ctypes.c_int32),
+    "llamact_guide_budget_state": ([ctypes.c_void_p], ctypes.c_int32),
+    "llamact_guide_force_budget": ([ctypes.c_void_p], ctypes.c_int32),
+    "llamact_guide_preserved": ([ctypes.c_void_p, llama_h.llama_token], ctypes.c_int32),
+    "llamact_guide_stats": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)], None),
+    "llamact_guided_step": (
+        [
+            llama_h.llama_context_p, ctypes.c_void_p, llama_h.llama_vocab_p, ctypes.c_void_p, llama_h.llama_token,
+            ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32,
             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
             *_ERR,
         ],

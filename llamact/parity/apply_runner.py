@@ -65,3 +65,45 @@ def route(case: Case) -> str:
     if case.input["inputs"].get("force_pure_content"):
         return ROUTE_PURE_CONTENT
     return ROUTE_SPECIALIZED if specialized.detect(normalized_source(case.input["template"])) else ROUTE_AUTOPARSER
+
+
+def own_parse_stream(case_input: Json, now: float | None) -> Json:
+    """A synthesised output parsed as the oracle's ``chat_parse_stream`` parses it (every UTF-8-safe
+    prefix partially, the whole text finally, server-style ids and diffs), but with the parser, format
+    and generation prompt llamact's own apply pipeline builds for the request."""
+    from ..chat.diffs import ChatDiffError, compute_diffs, set_tool_call_ids
+    from ..chat.messages import ChatMessage
+    from ..chat.output_parser import ChatParseError
+    from .stream_replay import counter_ids
+
+    request = case_input["apply"]
+    templates = load_chat_templates(request["template"], bos_token=request.get("bos_token", ""),
+                                    eos_token=request.get("eos_token", ""), add_bos=request.get("add_bos", False),
+                                    add_eos=request.get("add_eos", False), origin="corpus template")
+    result = apply_templates(templates, inputs_from_request(request["inputs"], now))
+    answer = result.to_json()
+    out: Json = {k: answer[k] for k in ("format", "generation_prompt", "parser")}
+    parser, new_id = result.output_parser(), counter_ids()
+    data = case_input["text"].encode("utf-8")
+    previous, ids = ChatMessage(), list[str]()
+    steps = []
+    ends = [(end, True) for end in range(len(data) + 1) if end == len(data) or data[end] & 0xC0 != 0x80]
+    for end, partial in ends + [(len(data), False)]:
+        step: Json = {"end": end, "is_partial": partial}
+        try:
+            message = parser.parse(data[:end].decode("utf-8"), partial)
+        except ChatParseError as exc:
+            step["error"] = exc.message
+            steps.append(step)
+            continue
+        step["message"] = message.to_dict()
+        if not message.empty():
+            set_tool_call_ids(message, ids, new_id)
+            prev, previous = previous, message
+            try:
+                step["diffs"] = [d.to_dict() for d in compute_diffs(prev, message)]
+            except ChatDiffError as exc:
+                step["diffs_error"] = exc.message
+        steps.append(step)
+    out["steps"] = steps
+    return out

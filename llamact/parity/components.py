@@ -240,6 +240,12 @@ def _chat_apply_runner(case: Case) -> Json:
     return apply_request(case.input, ORACLE_NOW)
 
 
+def _chat_parse_own_runner(case: Case) -> Json:
+    from .apply_runner import own_parse_stream
+
+    return own_parse_stream(case.input, ORACLE_NOW)
+
+
 def _template_render_runner(case: Case) -> Json:
     return {"prompt": _chat_apply_runner(case)["prompt"]}
 
@@ -282,6 +288,9 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
                   parse_runners.chat_parse),
         Component("msg_diffs", "streaming diffs between consecutive prefix parses",
                   parse_runners.msg_diffs if corpus is not None else None),
+        Component("chat_parse_own", "each output stream parsed with llamact's own parser for the request: "
+                  "parser, messages and diffs at every prefix (one case per stream)", _chat_parse_own_runner,
+                  ordered={"parser"}, unordered=ARENA_RULES_IN_PARAMS),
         Component("peg_arena", "parser arenas loaded from upstream's JSON and saved back", _peg_arena_runner,
                   ordered=True, unordered=ARENA_RULES, check="round-trip"),
         Component("peg_parse", "raw PEG parse (result, span, AST) at every prefix, resumed as the text grows",

@@ -189,15 +189,21 @@ def _strip_turn_tail(text: str, tail: str) -> str:
     return text
 
 
+def output_base_request(source: str, output: AssistantOutput) -> Json:
+    """The ``chat_apply`` request whose prompt a synthesised output continues."""
+    return _apply_request(source, {"messages": [USER], "tools": output.tools, "tool_choice": "auto",
+                                   "parallel_tool_calls": output.parallel_tool_calls,
+                                   "reasoning_format": output.reasoning_format, "add_generation_prompt": True})
+
+
 def synthesise_output(oracle: OracleClient, source: str, output: AssistantOutput) -> tuple[Json, str, bool] | None:
     """Render the prompt without and with the assistant message; the difference is what a model
     would have generated. Returns (apply answer for the prompt, output text, exact) or None when
     upstream cannot render either. ``exact`` is False when the assistant turn does not extend the
     generation prompt (the text is then taken after the longest common prefix)."""
-    base_inputs = {"messages": [USER], "tools": output.tools, "tool_choice": "auto",
-                   "parallel_tool_calls": output.parallel_tool_calls,
-                   "reasoning_format": output.reasoning_format, "add_generation_prompt": True}
-    base = ask(oracle, "chat_apply", **_apply_request(source, base_inputs))
+    base_request = output_base_request(source, output)
+    base_inputs = base_request["inputs"]
+    base = ask(oracle, "chat_apply", **base_request)
     full = ask(oracle, "chat_apply", **_apply_request(
         source, dict(base_inputs, messages=[USER, output.message], add_generation_prompt=False)))
     if isinstance(base, OracleError) or isinstance(full, OracleError):
@@ -224,6 +230,11 @@ def _parse_cases(oracle: OracleClient, name: str, source: str, corpus: Corpus) -
                           "reasoning_format": output.reasoning_format, "text": text}
         steps = _answer(ask(oracle, "chat_parse_stream", **stream_request))
         stream_id = f"{name}/{output.name}"
+        # the same stream, parsed with the parser llamact builds itself for the same request
+        own_expected = {k: applied[k] for k in ("format", "generation_prompt", "parser")}
+        own_expected["steps"] = steps
+        corpus.add(Case("chat_parse_own", f"chat_parse_own/{stream_id}", name,
+                        {"apply": output_base_request(source, output), "text": text}, own_expected))
         if "error" in steps:
             corpus.add(Case("chat_parse", f"chat_parse/{stream_id}", name, stream_request, steps))
             continue

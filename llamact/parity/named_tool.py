@@ -398,10 +398,10 @@ def _table(rows: list[NamedToolRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pathlib import Path
+    from .__main__ import find_llama_cpp
 
     stems = set(argv if argv is not None else sys.argv[1:])
-    root = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
+    root = find_llama_cpp(None) / "models" / "templates"
     rows = []
     with OracleClient() as oracle:
         for path in sorted(root.glob("*.jinja")):

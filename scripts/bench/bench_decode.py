@@ -329,8 +329,8 @@ class LlamactBench:
             hits[1] += 1
             return replay()
 
-        def step(_ctx: Any, _chain: Any, _vocab: Any, prev: int, _greedy: Any, _special: Any, buf: Any,
-                 _cap: Any, piece_len: Any, is_eog: Any, decode_rc: Any, *_err: Any) -> int:
+        def step(_ctx: Any, _chain: Any, _vocab: Any, _abort: Any, prev: int, _greedy: Any, _special: Any,
+                 buf: Any, _cap: Any, piece_len: Any, is_eog: Any, decode_rc: Any, *_err: Any) -> int:
             # llamact_step: decode `prev`, pick the next token, report EOG and its piece (src/shim).
             if prev != -1:
                 hits[0] += 1

@@ -8,7 +8,6 @@ are opened in a child process: a segfault or abort there fails the test instead 
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import struct
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import run_child
 
 from llamact import GenerationParams, LlamaEngine, ModelParams
 from llamact.errors import (
@@ -32,15 +32,6 @@ from llamact.native.context import Batch, Context, ContextOptions
 from llamact.native.model import Model
 
 # -- helpers ----------------------------------------------------------------------------------------
-
-def run_child(code: str, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter (cwd away from the source tree, so the installed
-    package is imported)."""
-    env = {**os.environ, "GGML_NO_BACKTRACE": "1"}  # a crash should not wait for gdb to attach
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
-    )
-
 
 def child_outcome(proc: subprocess.CompletedProcess[str]) -> tuple[str, str]:
     """(exception class, message) a child printed as RAISED / MESSAGE lines; fails on a crash."""

@@ -898,6 +898,11 @@ static ojson op_tokenize(const ojson & req) {
                     opt_bool(req, "parse_special", false));
 }
 
+// upstream's regex_escape (common.cpp), which common_sampler_init applies to WORD grammar triggers
+static ojson op_regex_escape(const ojson & req) {
+    return regex_escape(req_string(req, "text"));
+}
+
 static ojson op_generate_greedy(const ojson & req) {
     llama_model * model = get_model(req_string(req, "model"));
     const llama_vocab * vocab = llama_model_get_vocab(model);
@@ -1369,6 +1374,7 @@ static const std::map<std::string, op_fn> & operations() {
         {"autoparser_helper", op_autoparser_helper},
         {"tokenize", op_tokenize},
         {"generate_greedy", op_generate_greedy},
+        {"regex_escape", op_regex_escape},
         {"batch", op_batch},
     };
     return ops;

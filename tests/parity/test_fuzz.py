@@ -14,13 +14,13 @@ import pytest
 
 from llamact.errors import LlamaUnsupportedException
 from llamact.parity.fuzz.runner import FuzzRunner, evaluate
-from llamact.parity.fuzz.saved import default_corpus_dir, load_findings
+from llamact.parity.fuzz.saved import load_findings
 from llamact.parity.fuzz.shrink import candidates, shrink
 from llamact.parity.fuzz.target import FuzzContext, Target, all_targets
 from llamact.parity.oracle import OracleClient, OracleError
 
 LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
-CORPUS = default_corpus_dir()
+CORPUS = Path(__file__).resolve().parent / "fuzz_corpus"  # this checkout's, wherever llamact is installed
 
 
 # -- shrinking ------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@ _FAILED = "Unable to generate parser for this template. Automatic parser generat
 
 
 class AutoparserError(LlamaUnsupportedException):
-    """No parser could be generated for the template (upstream's ``std::invalid_argument``)."""
+    """No parser could be generated for the template (upstream's ``std::invalid_argument``);
+    ``reason`` is upstream's text, without llamact's naming of the template source."""
+
+    reason: str = ""
 
 
 def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
@@ -56,9 +59,12 @@ def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
         data = generate_parser(tmpl, inputs, analysis)
     except LlamaException as exc:
         # upstream's what(): a template error's own text (its located message), not llamact's
-        # "(template <origin>, line N)" suffix
-        reason = exc.reason if isinstance(exc, JinjaException) else exc.message
-        raise AutoparserError(_FAILED + reason, {"origin": tmpl.origin, "reason": reason}) from exc
+        # "(template <origin>, line N)" suffix; the template's origin goes in the details
+        inner = exc.reason if isinstance(exc, JinjaException) else exc.message
+        reason = _FAILED + inner
+        error = AutoparserError(reason, {"origin": tmpl.origin, "reason": reason})
+        error.reason = reason
+        raise error from exc
 
     pairs = []
     if analysis.assistant_start:

@@ -104,7 +104,7 @@ def register(name: str, factory: Callable[[FuzzContext], Target]) -> None:
 
 def load_targets() -> None:
     """Import the built-in targets (each module registers its own)."""
-    from . import targets_grammar, targets_parse, targets_templates  # noqa: F401
+    from . import targets_apply, targets_grammar, targets_parse, targets_templates  # noqa: F401
 
 
 def all_targets() -> dict[str, Callable[[FuzzContext], Target]]:

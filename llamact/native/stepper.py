@@ -1,0 +1,149 @@
+"""The native side of one generation: decode the prompt, then one native call per token.
+
+``TokenStepper(context, sampler)`` owns everything the per-token call takes, converted to ctypes
+once. ``prefill(tokens)`` decodes the prompt in batches of ``n_batch``; each ``step()`` decodes the
+previous token and samples the next (``llamact_step`` in src/shim), leaving its text in ``piece``.
+``sampler`` is a plain ``SamplerChain`` or a ``GuidedSampler`` (grammar and reasoning budget beside
+the chain), whose step is ``llamact_guided_step``.
+
+Thread safety: every native call runs with the context and the chain pinned (their locks held
+for the call only, never across calls). A ``close()`` from another thread (of the context, the
+chain or the model) aborts the decode in progress through the context's abort flag, waits for the
+call to return, then frees; the next call raises LlamaStateException. No call ever passes a
+pointer that was freed. Pinning costs two uncontended lock round trips per token, nothing next
+to a decode.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+from ..errors import LlamaInferenceException
+from . import llama_h
+from ._library import native
+from .context import Context
+from .guided import GuidedSampler
+from .llama_h import LLAMA_TOKEN_NULL
+from .sampler import SamplerChain
+from .shim import ErrorBuffer
+
+# What step() returns instead of a token when generation cannot go on.
+STEP_EOG = -2  # the model produced an end-of-generation token
+STEP_CANCELLED = -3  # an abort was requested (Context.request_abort) or the context is closing
+STEP_CONTEXT_FULL = -4  # no room left in the context
+
+_PIECE_CAP = 256
+string_at = ctypes.string_at
+
+
+class TokenStepper:
+    """Prompt prefill and per-token steps of one generation over ``context`` and ``sampler``."""
+
+    __slots__ = (
+        "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
+        "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
+        "_guided", "piece",
+    )
+
+    def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
+        shim_lib = native().shim
+        with context.pinned() as ctx_ptr, sampler.pinned() as chain_ptr:
+            vocab_ptr = context.model._vocab_ptr  # alive while the context is open
+        self._context, self._sampler = context, sampler
+        self._ctx_lock, self._chain_lock = context._close_lock, sampler._close_lock
+        self._lib = context._lib
+        guided = self._guided = isinstance(sampler, GuidedSampler)
+        # a guided sampler (grammar and reasoning budget beside the chain) has its own step, which
+        # knows whether its chain is greedy; a plain chain's step is told
+        self._decode = shim_lib.llamact_decode
+        self._step = shim_lib.llamact_guided_step if guided else shim_lib.llamact_step
+        self._err = ErrorBuffer()
+        self._piece_buf = ctypes.create_string_buffer(_PIECE_CAP)
+        self._piece_len, self._eog, self._decode_rc = ctypes.c_int32(0), ctypes.c_int32(0), ctypes.c_int32(0)
+        self._vocab_ptr = vocab_ptr
+        self._render_special = render_special
+        abort = ctypes.c_void_p(context._abort_ptr)
+        self._head = (ctypes.c_void_p(ctx_ptr), ctypes.c_void_p(chain_ptr), ctypes.c_void_p(vocab_ptr), abort)
+        greedy = () if guided else (ctypes.c_int32(int(sampler.greedy_only)),)
+        self._tail = (
+            *greedy, ctypes.c_int32(int(render_special)), self._piece_buf,
+            ctypes.c_int32(_PIECE_CAP), ctypes.byref(self._piece_len), ctypes.byref(self._eog),
+            ctypes.byref(self._decode_rc), *self._err.args,
+        )
+        self._prev = LLAMA_TOKEN_NULL
+        self.piece = b""
+
+    def prefill(self, tokens: Sequence[int]) -> bool:
+        """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it).
+        False when an abort request stopped it; raises LlamaException on a decode error."""
+        context = self._context
+        n_batch = context.n_batch
+        prompt = (llama_h.llama_token * len(tokens))(*tokens)
+        token_size = ctypes.sizeof(llama_h.llama_token)
+        base = ctypes.addressof(prompt)
+        get_one = self._lib.llama_batch_get_one
+        abort = self._head[3]
+        for start in range(0, len(tokens), n_batch):
+            count = min(n_batch, len(tokens) - start)
+            chunk = ctypes.cast(base + start * token_size, ctypes.POINTER(llama_h.llama_token))
+            with context.pinned() as ctx_ptr:
+                rc = self._decode(ctx_ptr, get_one(chunk, count), abort, *self._err.args)
+            if rc == 2:
+                return False
+            if rc != 0:
+                context._raise_decode_error(rc, self._err.message)
+        self._prev = LLAMA_TOKEN_NULL
+        return True
+
+    def step(self) -> int:
+        """Decode the previous token (none after prefill), then sample the next one: its id, with
+        its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
+        as text), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
+        LlamaStateException once the context or chain is closed, LlamaException on native errors."""
+        ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
+        ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
+        chain_lock.acquire()
+        try:  # (acquire/release by hand: half the cost of `with ctx_lock, chain_lock`)
+            if self._context._ptr is None or self._sampler._ptr is None:
+                self._context.check_open()
+                self._sampler.check_open()
+            token = self._step(*self._head, self._prev, *self._tail)
+            if token == LLAMA_TOKEN_NULL:
+                return self._stopped()
+            n = self._piece_len.value
+            if self._eog.value:
+                # the guided step renders an end token's piece (non-empty when preserved or
+                # render_special, as llama-server appends it); the plain step leaves it empty
+                self.piece = b"" if not self._guided or n == 0 else (
+                    string_at(self._piece_buf, n) if n > 0 else self._big_piece(token, -n))
+                return STEP_EOG
+            self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
+        finally:
+            chain_lock.release()
+            ctx_lock.release()
+        self._prev = token
+        return token
+
+    def _big_piece(self, token: int, size: int) -> bytes:
+        """A piece over _PIECE_CAP bytes (rare): fetched whole, in a buffer of its size."""
+        big = ctypes.create_string_buffer(size)
+        sampler = self._sampler
+        special = self._render_special or (isinstance(sampler, GuidedSampler) and sampler.renders_as_text(token))
+        n = self._lib.llama_token_to_piece(self._vocab_ptr, token, big, size, 0, special)
+        if not 0 <= n <= size:
+            raise LlamaInferenceException(
+                f"llama.cpp could not render token {token} (it returned {n} for a {size}-byte buffer)",
+                {"token": token, "length": n},
+            )
+        return big.raw[:n]
+
+    def _stopped(self) -> int:
+        rc = self._decode_rc.value
+        if rc == 1:
+            return STEP_CONTEXT_FULL
+        if rc == 2:
+            return STEP_CANCELLED
+        if rc != 0:
+            self._context._raise_decode_error(rc, self._err.message)
+        raise self._sampler.abandon("a generation step", self._err.message)
