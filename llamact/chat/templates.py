@@ -88,7 +88,7 @@ def _cached_template(source: str, bos_token: str, eos_token: str, origin: str) -
         # a model file's template is UTF-8; only a Python string can hold a lone surrogate
         raise JinjaSyntaxError(f"the template holds a lone surrogate at character {exc.start}, which has no UTF-8 form",
                                origin) from None
-    compiled = compile_template(source, origin)
+    compiled = compile_template(source, origin, context_source=normalized_source(source))
     return ChatTemplate(normalized_source(source), bos_token, eos_token, origin, compiled, template_caps(source))
 
 

@@ -37,6 +37,7 @@ from .errors import (
 )
 from .globals import make_globals
 from .isolation import CallerData, CopyNeeded, private_copy
+from .locations import failure_location, located_message
 
 DEFAULT_LIMITS = RenderLimits()
 
@@ -57,11 +58,24 @@ _WRITES_CONTEXT: weakref.WeakSet[jinja2.Template] = weakref.WeakSet()
 
 @dataclass(frozen=True)
 class CompiledTemplate:
-    """A template compiled once; ``render`` may be called any number of times."""
+    """A template compiled once; ``render`` may be called any number of times. ``context_source``
+    is the text upstream's runtime holds for it (where its errors' locations point); None: ``source``."""
 
     source: str
     source_name: str
     template: jinja2.Template
+    context_source: str | None = None
+
+    def _failure(self, exc: Exception) -> JinjaRuntimeError:
+        """Upstream's message for a render that raised ``exc``: located, unless it is upstream's
+        NotImplemented (which passes its statements unlocated) or no node is found."""
+        message = str(exc)
+        where = None if isinstance(exc, NotImplementedTemplateError) else failure_location(exc)
+        if where is None:
+            return JinjaRuntimeError(message, self.source_name)
+        shown = self.source if self.context_source is None else self.context_source
+        text, line = located_message(message, where[0], where[1], self.source, shown)
+        return JinjaRuntimeError(text, self.source_name, line)
 
     def render(self, context: Mapping[str, Any] | None = None, *, now: float | None = None,
                limits: RenderLimits | None = None) -> str:
@@ -108,15 +122,17 @@ class CompiledTemplate:
         except JinjaException:
             raise
         except (TemplateError, jinja2.TemplateError) as exc:
-            raise JinjaRuntimeError(str(exc), self.source_name) from None
+            raise self._failure(exc) from None
         except Exception as exc:  # noqa: BLE001 - any failure inside a template is the template's error
             raise JinjaRuntimeError(f"{type(exc).__name__}: {exc}", self.source_name) from None
         finally:
             reset_budget(token)
 
 
-def compile_template(source: str, source_name: str = "<template>") -> CompiledTemplate:
-    """Compile ``source`` (cached by content). Raises JinjaSyntaxError naming ``source_name``."""
+def compile_template(source: str, source_name: str = "<template>", *,
+                     context_source: str | None = None) -> CompiledTemplate:
+    """Compile ``source`` (cached by content). Raises JinjaSyntaxError naming ``source_name``.
+    ``context_source``: see ``CompiledTemplate``."""
     try:
         template = _compile(source)
     except jinja2.TemplateSyntaxError as exc:
@@ -125,7 +141,7 @@ def compile_template(source: str, source_name: str = "<template>") -> CompiledTe
         raise JinjaSyntaxError(str(exc), source_name) from None
     except RecursionError:
         raise JinjaLimitExceeded("template nests too deeply", source_name) from None
-    return CompiledTemplate(source, source_name, template)
+    return CompiledTemplate(source, source_name, template, context_source)
 
 
 def render(source: str, context: Mapping[str, Any] | None = None, *, now: float | None = None,

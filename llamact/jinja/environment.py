@@ -19,40 +19,38 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from jinja2 import nodes
 from jinja2.exceptions import TemplateSyntaxError
 from jinja2.ext import Extension, LoopControlExtension
-from jinja2.lexer import (
-    TOKEN_FLOAT,
-    TOKEN_INTEGER,
-    TOKEN_OPERATOR,
-    TOKEN_RAW_BEGIN,
-    TOKEN_STRING,
-    Lexer,
-    Token,
-    TokenStream,
-)
+from jinja2.lexer import Lexer, TokenStream
 from jinja2.parser import Parser
 from jinja2.runtime import ChainableUndefined, Context, LoopContext
 from jinja2.sandbox import SandboxedEnvironment
-from jinja2.visitor import NodeTransformer
+from jinja2.utils import missing, pass_context
 
 from .budget import OBJECT_BYTES, SLOT_BYTES, container_cost, current_budget
+from .codegen import LlamaCodeGenerator
 from .errors import TemplateError
 from .filters import apply_filter
 from .isolation import before_write
+from .lexer import LlamaLexer, normalise_source
 from .methods import bind, builtins_for, call_builtin
 from .operators import binop, chain, unop
+from .positions import LlamaParser, locate
+from .rewrite import TRUTH_FILTER, Rewriter
+from .scoping import DYNAMIC_VALUE_FILTER, dynamic_lookup, upstream_scopes
+from .syntax import refusal
 from .tests import run_test
-from .values import is_int, is_undefined, printed, type_name, utf8_index, utf8_len
+from .values import FunctionMacro, as_string, is_int, is_undefined, printed, type_name, utf8_index, utf8_len
 
 # -- values -------------------------------------------------------------------------------------
 
 
 class LlamaUndefined(ChainableUndefined):
-    """Upstream's undefined: chainable, iterates as empty, prints nothing, has length 0."""
+    """Upstream's undefined: chainable, iterates as empty, prints nothing, has length 0. Its name
+    (jinja2's ``_undefined_name``) is upstream's hint: what was looked up (values.type_name)."""
 
     __slots__ = ()
 
@@ -78,53 +76,95 @@ class LlamaUndefined(ChainableUndefined):
         return 0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TemplateError("Callee is not a function: got Undefined")
+        raise TemplateError("Callee is not a function: got " + type_name(self))
 
 
 UNDEF = LlamaUndefined()
+_NO_PROPERTY = LlamaUndefined(name="object_property")  # upstream's member access default
+
+
+_NAMED: dict[str, LlamaUndefined] = {}  # undefineds are immutable: one per name (bounded)
+
+
+def _missing(name: Any) -> LlamaUndefined:
+    """The undefined upstream's member access returns for a name that is neither key nor builtin."""
+    key = name if isinstance(name, str) else as_string(name)
+    found = _NAMED.get(key)
+    if found is None:
+        found = LlamaUndefined(name=key)
+        if len(_NAMED) < 4096:
+            _NAMED[key] = found
+    return found
 
 _LOOP_FIELDS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem",
                           "nextitem"})
 
 
+def _builtin_or_missing(obj: Any, name: str) -> Any:
+    method = bind(obj, name)  # a function: no boolean (values.Function), hence no ``or``
+    return _missing(name) if method is None else method
+
+
 def _loop_field(loop: LoopContext, name: Any) -> Any:
+    if is_undefined(name):
+        return _NO_PROPERTY
     if isinstance(name, str) and name in _LOOP_FIELDS:
-        return getattr(loop, name)
-    return UNDEF
+        value = getattr(loop, name)
+        return _missing(name) if is_undefined(value) else value  # previtem / nextitem at the ends
+    return _missing(name)
 
 
 def member(obj: Any, prop: Any, computed: bool) -> Any:
-    """Upstream's member access: ``obj.name`` (computed=False) or ``obj[expr]``."""
-    if isinstance(obj, LoopContext):
-        return _loop_field(obj, prop)
-    if callable(obj) and not is_undefined(obj):
-        raise TemplateError("Function has no builtins")
-    if not computed:
-        method = bind(obj, prop)
-        if method is not None:
-            return method
-    if is_undefined(prop) or is_undefined(obj):
-        return UNDEF
-    if isinstance(obj, dict):
+    """Upstream's member access: ``obj.name`` (computed=False) or ``obj[expr]``. An undefined
+    result is named as upstream names it: the name looked up, or ``object_property``."""
+    if isinstance(obj, dict):  # the common case first; the same steps as below
+        if not computed:
+            method = bind(obj, prop)
+            if method is not None:
+                return method
+        if type(prop) is not str:
+            _check_key(prop)
+            if is_undefined(prop):
+                return _NO_PROPERTY
         try:
             if prop in obj:
                 return obj[prop]
         except TypeError:
-            raise TemplateError(f"Cannot access property with type {type_name(prop)}") from None
-        return (bind(obj, prop) if isinstance(prop, str) else None) or UNDEF
+            raise TemplateError(f"Object key of unhashable type: {type_name(prop)}") from None
+        return _builtin_or_missing(obj, prop if isinstance(prop, str) else as_string(prop))
+    if isinstance(obj, LoopContext):
+        return _loop_field(obj, prop)
+    function = callable(obj) and not is_undefined(obj)
+    if not computed:
+        if function:
+            raise TemplateError("Function has no builtins")
+        method = bind(obj, prop)
+        if method is not None:
+            return method
+    if is_undefined(prop) or is_undefined(obj):
+        return _NO_PROPERTY
+    _check_key(prop)
     if isinstance(obj, (list, tuple, str)):
         if is_int(prop):
             if isinstance(obj, str):
                 ch = utf8_index(obj, prop)
-                return UNDEF if ch is None else ch
+                return _NO_PROPERTY if ch is None else ch
             index = prop + len(obj) if prop < 0 else prop
-            return obj[index] if 0 <= index < len(obj) else UNDEF
+            return obj[index] if 0 <= index < len(obj) else _NO_PROPERTY
         if isinstance(prop, str):
-            return bind(obj, prop) or UNDEF
+            return _builtin_or_missing(obj, prop)
         raise TemplateError(f"Cannot access property with non-string/non-number: got {type_name(prop)}")
     if not isinstance(prop, str):
         raise TemplateError(f"Cannot access property with non-string: got {type_name(prop)}")
-    return bind(obj, prop) or UNDEF
+    if function:
+        raise TemplateError("Function has no builtins")
+    return _builtin_or_missing(obj, prop)
+
+
+def _check_key(prop: Any) -> None:
+    """Upstream refuses a function as a key (an undefined one reads as undefined)."""
+    if callable(prop) and not is_undefined(prop):
+        raise TemplateError(f"Type: {type_name(prop)} is not allowed as object key")
 
 
 def _slice(obj: Any, key: slice) -> Any:
@@ -155,16 +195,54 @@ class _Iterable:
             yield item
 
 
-def _for_iterable(value: Any, unpack: bool) -> _Iterable:
+def _for_iterable(value: Any, width: int) -> _Iterable:
+    """A loop's items; ``width`` > 0: the loop unpacks each into that many names, checked up front
+    as upstream does before the first iteration."""
     if is_undefined(value):
         return _Iterable([])
     if isinstance(value, dict):
-        current_budget().charge(container_cost(len(value)) * (2 if unpack else 1))
-        return _Iterable([(k, v) for k, v in value.items()] if unpack else list(value.keys()))
-    if isinstance(value, (list, tuple)):
+        current_budget().charge(container_cost(len(value)) * (2 if width else 1))
+        items = [(k, v) for k, v in value.items()] if width else list(value.keys())
+    elif isinstance(value, (list, tuple)):
         current_budget().charge(container_cost(len(value)))
-        return _Iterable(list(value))
-    raise TemplateError("Expected iterable or object type in for loop: got " + type_name(value))
+        items = list(value)
+    else:
+        raise TemplateError("Expected iterable or object type in for loop: got " + type_name(value))
+    if width and not (isinstance(value, dict) and width == 2):  # an object's items are pairs
+        for item in items:
+            _unpacked(item, width, "Cannot unpack non-iterable type: ", "")
+    return _Iterable(items)
+
+
+def _unpacked(value: Any, width: int, non_array: str, suffix: str) -> Any:
+    if not isinstance(value, (list, tuple)):
+        raise TemplateError(non_array + type_name(value))
+    if len(value) != width:
+        raise TemplateError(f"Too {'few' if width > len(value) else 'many'} items to unpack{suffix}")
+    return value
+
+
+def _object_item(obj: dict[Any, Any], key: Any, value: Any) -> dict[Any, Any]:
+    """One key of an object literal whose keys are not all constants (upstream inserts each pair
+    after evaluating it, refusing keys it cannot hash)."""
+    if is_undefined(key) or callable(key) or isinstance(key, (list, dict)):
+        raise TemplateError(f"Object key of unhashable type: {type_name(key)}")
+    obj[key] = value
+    return obj
+
+
+def _invalid_target(_value: Any, kind: str) -> Any:
+    """``{% set x | f %}...``: upstream parses ``x | f`` as the target, and refuses it once the body ran."""
+    raise TemplateError(f"Invalid LHS inside assignment expression: {kind}")
+
+
+def _signal(_value: Any, what: str) -> Any:
+    raise TemplateError(what)
+
+
+def _set_unpack(value: Any, width: int) -> Any:
+    """``{% set a, b = value %}``: upstream's checks before the assignment."""
+    return _unpacked(value, width, "Cannot unpack non-iterable type in set: ", " in set")
 
 
 def _set_member(obj: Any, name: str, value: Any) -> str:
@@ -210,9 +288,6 @@ def _join_output(parts: Any) -> str:
     return "".join(parts)
 
 
-_CMP = {"eq": "==", "ne": "!=", "gt": ">", "gteq": ">=", "lt": "<", "lteq": "<=", "in": "in", "notin": "notin"}
-
-
 def _internal_filters() -> dict[str, Any]:
     def compare(left: Any, op: str, right: Any) -> Any:
         return binop(op, left, right)
@@ -228,8 +303,16 @@ def _internal_filters() -> dict[str, Any]:
     def slice_of(obj: Any, start: Any, stop: Any, step: Any) -> Any:
         return _slice(obj, slice(start, stop, step))
 
+    @pass_context  # the lookup depends on the render: jinja2 must not fold it into a constant
+    def dyn_value(context: Context, name: str) -> Any:
+        value = dynamic_lookup((name,), sys._getframe(1), context)[0]  # called by the macro's own code
+        return LlamaUndefined(name=name) if value is missing else value
+
     return {"__llamact_iter": _for_iterable, "__llamact_slice": slice_of, "__llamact_cmp": compare,
-            "__llamact_concat": concat, "__llamact_add": add, "__llamact_setattr": _set_member}
+            "__llamact_concat": concat, "__llamact_add": add, "__llamact_setattr": _set_member,
+            "__llamact_unpack": _set_unpack, "__llamact_item": _object_item,
+            "__llamact_invalid_target": _invalid_target, "__llamact_signal": _signal, TRUTH_FILTER: bool,
+            DYNAMIC_VALUE_FILTER: dyn_value}
 
 
 class _Filters(dict[str, Any]):
@@ -263,65 +346,6 @@ class _Tests(dict[str, Any]):
         return True
 
 
-# -- source ---------------------------------------------------------------------------------
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"'}
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def unescape(body: str, lineno: int, name: str | None) -> str:
-    """A string literal's text: upstream's escapes plus ``\\xHH`` (exactly two hex digits)."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        nxt = body[i + 1] if i + 1 < len(body) else ""
-        if nxt in _ESCAPES and nxt:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt == "x" and len(body) >= i + 4 and body[i + 2] in _HEX and body[i + 3] in _HEX:
-            out.append(chr(int(body[i + 2:i + 4], 16)))
-            i += 4
-        elif nxt == "x":
-            raise TemplateSyntaxError("malformed escape \\x (expected exactly two hex digits)", lineno, name)
-        else:
-            raise TemplateSyntaxError(f"unknown escape character \\{nxt}", lineno, name)
-    return "".join(out)
-
-
-class _LlamaLexer(Lexer):
-    def wrap(self, stream: Any, name: str | None = None, filename: str | None = None) -> Iterator[Token]:
-        for lineno, token, value_str in stream:
-            if token == TOKEN_RAW_BEGIN:
-                raise TemplateSyntaxError("Unknown statement: raw", lineno, name, filename)
-            if token in (TOKEN_INTEGER, TOKEN_FLOAT) and any(c in value_str for c in "eE_"):
-                raise TemplateSyntaxError(f"unexpected character in number: {value_str}", lineno, name, filename)
-            if token == TOKEN_OPERATOR and value_str in ("//", "**"):
-                raise TemplateSyntaxError(f"Unexpected token: {value_str}", lineno, name, filename)
-            if token == TOKEN_STRING:
-                yield Token(lineno, TOKEN_STRING, unescape(value_str[1:-1], lineno, name))
-                continue
-            yield from super().wrap(iter([(lineno, token, value_str)]), name, filename)
-
-
-def normalise_source(source: str) -> str:
-    """CRLF/CR -> LF, and upstream's lstrip quirk at the very start of a template."""
-    src = source.replace("\r\n", "\n").replace("\r", "\n")
-    # Upstream trims the leading text before a first {% or {# when everything after its first
-    # character is blank (its backward scan stops at index 1 and cuts from the start).
-    for i in range(len(src) - 1):
-        if src[i] == "{" and src[i + 1] in "{%#":
-            if i >= 1 and src[i + 1] in "%#" and all(c in " \t\v\f" for c in src[1:i]):
-                src = src[i:]
-            break
-    return src
-
-
 class GenerationExtension(Extension):
     """``{% generation %}...{% endgeneration %}``: renders its body unchanged (upstream's no-op)."""
 
@@ -332,79 +356,11 @@ class GenerationExtension(Extension):
         return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
 
-_FORBIDDEN = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport, nodes.Block, nodes.With,
-              nodes.ScopedEvalContextModifier, nodes.EvalContextModifier)
-
-
-class _Rewriter(NodeTransformer):
-    """Turns jinja2's Python-semantics nodes into calls of upstream's operators."""
-
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-
-    def _filter(self, node: Any, fname: str, args: list[Any]) -> nodes.Filter:
-        out = nodes.Filter(node, fname, args, [], None, None)
-        out.set_lineno(node.lineno)
-        return out
-
-    def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(node, _FORBIDDEN):
-            raise TemplateSyntaxError(f"Unknown statement: {type(node).__name__.lower()}", node.lineno, self.name)
-        return super().generic_visit(node, *args, **kwargs)
-
-    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
-        self.generic_visit(node)
-        left: Any = node.expr
-        for operand in node.ops:
-            left = self._filter(left, "__llamact_cmp", [nodes.Const(_CMP[operand.op]), operand.expr])
-        return left
-
-    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
-        self.generic_visit(node)
-        return self._filter(node.nodes[0], "__llamact_concat", node.nodes[1:])
-
-    def visit_Add(self, node: nodes.Add) -> nodes.Node:
-        # a chain ``a + b + c`` (left-nested) becomes one call: its string result is built once
-        operands: list[Any] = []
-        current: Any = node
-        while isinstance(current, nodes.Add):
-            operands.append(current.right)
-            current = current.left
-        operands.append(current)
-        operands = [self.visit(x) for x in reversed(operands)]
-        if len(operands) == 2:
-            node.left, node.right = operands
-            return node
-        return self._filter(operands[0], "__llamact_add", operands[1:])
-
-    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
-        # jinja2 compiles slices to Python slicing, bypassing getitem: route them to upstream's slice
-        self.generic_visit(node)
-        if isinstance(node.arg, nodes.Slice):
-            bounds = [part if part is not None else nodes.Const(None)
-                      for part in (node.arg.start, node.arg.stop, node.arg.step)]
-            return self._filter(node.node, "__llamact_slice", bounds)
-        return node
-
-    def visit_For(self, node: nodes.For) -> nodes.Node:
-        self.generic_visit(node)
-        node.iter = self._filter(node.iter, "__llamact_iter", [nodes.Const(isinstance(node.target, nodes.Tuple))])
-        return node
-
-    def visit_Assign(self, node: nodes.Assign) -> nodes.Node:
-        self.generic_visit(node)
-        if isinstance(node.target, nodes.NSRef):
-            ref = nodes.Name(node.target.name, "load", lineno=node.lineno)
-            call = self._filter(ref, "__llamact_setattr", [nodes.Const(node.target.attr), node.node])
-            stmt = nodes.ExprStmt(call)
-            stmt.set_lineno(node.lineno)
-            return stmt
-        return node
-
-
 class LlamaEnvironment(SandboxedEnvironment):
     """jinja2's sandbox with upstream's semantics (see the module docstring)."""
 
+    code_generator_class = LlamaCodeGenerator
+    llamact_macro = FunctionMacro  # what the generated code makes a macro into (codegen.py)
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
     intercepted_unops = frozenset({"+", "-"})
 
@@ -426,7 +382,7 @@ class LlamaEnvironment(SandboxedEnvironment):
         self.tests = _Tests()
         self.globals = {}
         self.concat = _join_output  # type: ignore[method-assign]
-        self._llama_lexer = _LlamaLexer(self)
+        self._llama_lexer = LlamaLexer(self)
 
     @property
     def lexer(self) -> Lexer:
@@ -439,11 +395,21 @@ class LlamaEnvironment(SandboxedEnvironment):
                   state: str | None = None) -> TokenStream:
         return self._llama_lexer.tokenize(self.preprocess(source, name, filename), name, filename, state)
 
+    def handle_exception(self, source: str | None = None) -> NoReturn:
+        if source is None and not isinstance(sys.exc_info()[1], TemplateSyntaxError):
+            raise  # noqa: PLE0704 - a render's failure keeps its real frames: locations.py reads them
+        super().handle_exception(source)
+
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
-        tree = Parser(self, source, name, filename).parse()
-        out = _Rewriter(name).visit(tree)
+        refused = refusal(source, name)  # upstream's lexer and parser first: their messages
+        if refused is not None:
+            raise refused
+        parser = LlamaParser(self, source, name, filename)
+        tree = parser.parse()
+        locate(tree, parser.tokens)
+        out = Rewriter(name).visit(tree)
         assert isinstance(out, nodes.Template)
-        return out
+        return upstream_scopes(out)
 
     # -- the sandbox's hooks: every attribute, item, call and operator passes here ----------
 
@@ -463,6 +429,10 @@ class LlamaEnvironment(SandboxedEnvironment):
             raise TemplateError("Callee is not a function: got " + type_name(__obj))
         current_budget().check_time()
         return super().call(__context, __obj, *args, **kwargs)
+
+    def llamact_dynamic(self, context: Context, names: tuple[str, ...]) -> list[Any]:
+        """A macro's start: the caller's values of ``names`` (scoping.py; called by the macro's code)."""
+        return dynamic_lookup(names, sys._getframe(1), context)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if operator in ("//", "**"):

@@ -14,7 +14,7 @@ from typing import Any
 from .budget import container_cost, current_budget
 from .errors import TemplateError
 from .methods import tojson
-from .values import Namespace, is_int, type_name
+from .values import Builtin, Namespace, is_int, type_name
 
 # Bounds a hostile range() cannot exceed (a list is built eagerly, as upstream does).
 MAX_RANGE = 1_000_000
@@ -66,9 +66,9 @@ def strftime_now(now: float | None) -> Callable[..., str]:
 def make_globals(now: float | None) -> dict[str, Any]:
     """The globals of one render; ``now`` fixes the clock (None: the wall clock)."""
     return {
-        "raise_exception": raise_exception,
-        "namespace": namespace,
-        "strftime_now": strftime_now(now),
-        "range": range_,
-        "tojson": tojson,
+        "raise_exception": Builtin(raise_exception),
+        "namespace": Builtin(namespace),
+        "strftime_now": Builtin(strftime_now(now)),
+        "range": Builtin(range_),
+        "tojson": Builtin(tojson),
     }

@@ -15,11 +15,12 @@ from typing import Any
 from jinja2.runtime import LoopContext
 
 from .budget import OBJECT_BYTES, SLOT_BYTES, container_cost, current_budget, paced
-from .callargs import UNDEF, Fn, arg, default_value, not_implemented, slice_bounds, slice_seq, tojson
+from .callargs import UNDEF, Fn, arg, default_value, ensure_vals, not_implemented, slice_bounds, slice_seq, tojson
 from .errors import NotImplementedTemplateError, TemplateError
 from .isolation import before_write
 from .strings import STRING
 from .values import (
+    Function,
     as_bool,
     as_string,
     compare,
@@ -71,11 +72,14 @@ def _charged(v: Any) -> Any:
     return v
 
 
-def _select(reject: bool) -> Fn:
+def _select(reject: bool, fn: str) -> Fn:
     def select(arr: Any, *args: Any, **kwargs: Any) -> list[Any]:
         from .tests import TESTS
 
         n = 1 + len(args)
+        if not 2 <= n + len(kwargs) <= 4:  # upstream counts keyword arguments too
+            raise TemplateError(f"Function '{fn}' expected between 2 and 4 arguments, got {n + len(kwargs)}")
+        ensure_vals(fn, (arr, *args), ("any", "string"))
         if not 2 <= n <= 4:
             raise TemplateError("selectattr: invalid number of arguments")
         budget = current_budget()
@@ -251,10 +255,10 @@ ARRAY: dict[str, Fn] = {
     "last": lambda v: v[-1] if v else UNDEF,
     "length": lambda v: len(v),
     "slice": _arr_slice,
-    "selectattr": _select(False),
-    "select": _select(False),
-    "rejectattr": _select(True),
-    "reject": _select(True),
+    "selectattr": _select(False, "selectattr"),
+    "select": _select(False, "select"),
+    "rejectattr": _select(True, "rejectattr"),
+    "reject": _select(True, "reject"),
     "join": _join,
     "string": as_string,
     "tojson": tojson,
@@ -356,16 +360,22 @@ def builtins_for(v: Any) -> dict[str, Fn]:
     return {}
 
 
+class BoundBuiltin(Function):
+    """The builtin ``name`` bound to its value: ``obj.method`` as a template sees it."""
+
+    __slots__ = ("_fn", "_name", "_value")
+
+    def __init__(self, fn: Fn, name: str, value: Any) -> None:
+        self._fn, self._name, self._value = fn, name, value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return call_builtin(self._fn, self._name, self._value, args, kwargs)
+
+
 def bind(v: Any, name: str) -> Fn | None:
     """The builtin ``name`` bound to ``v`` (a method), or None when the type has none."""
     fn = builtins_for(v).get(name)
-    if fn is None:
-        return None
-
-    def method(*args: Any, **kwargs: Any) -> Any:
-        return call_builtin(fn, name, v, args, kwargs)
-
-    return method
+    return None if fn is None else BoundBuiltin(fn, name, v)
 
 
 def call_builtin(fn: Fn, name: str, v: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -125,7 +125,11 @@ def chain(op: str, first: Any, *rest: Any) -> Any:
     while not isinstance(acc, str):
         if i == len(rest):
             return acc
-        acc = binop(op, acc, rest[i])
+        try:
+            acc = binop(op, acc, rest[i])
+        except TemplateError as exc:
+            exc.operand_index = i  # type: ignore[attr-defined]  # which operator upstream blames
+            raise
         i += 1
     if i == len(rest):
         return acc

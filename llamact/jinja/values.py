@@ -14,7 +14,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from jinja2.runtime import LoopContext, Undefined
+from jinja2.nodes import EvalContext
+from jinja2.runtime import LoopContext, Macro, Undefined
+from jinja2.utils import missing, pass_eval_context
 
 from .budget import current_budget, paced
 from .errors import JinjaLimitExceeded, TemplateError
@@ -27,6 +29,70 @@ class Namespace(dict[str, Any]):
     (isolation.py looks no further)."""
 
     __slots__ = ()
+
+
+class Function:
+    """Upstream's function value (a global, a builtin bound to its value): callable, and no
+    boolean -- upstream's ``as_bool`` refuses one, so ``if``, ``and``, ``or``, ``not`` and the
+    builtins that test truth do."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        raise TemplateError("Function is not a bool value")
+
+
+class Builtin(Function):
+    """A global function (raise_exception, namespace, ...) as a template sees it."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+
+class FunctionMacro(Macro):
+    """A macro (or a call block's ``caller``): jinja2's, with ``Function``'s rule and upstream's
+    argument binding (runtime.cpp ``bind_parameters``): the i-th parameter takes the keyword of its
+    name, else the i-th argument when that is positional; a parameter past the arguments given takes
+    its default, or fails when it has none; arguments past the parameters are ignored."""
+
+    def __init__(self, environment: Any, func: Callable[..., str], name: str, arguments: list[str],
+                 catch_kwargs: bool, catch_varargs: bool, caller: bool, default_autoescape: bool | None = None,
+                 required: int = 0) -> None:
+        super().__init__(environment, func, name, arguments, catch_kwargs, catch_varargs, caller, default_autoescape)
+        self._required = required
+
+    def __bool__(self) -> bool:
+        raise TemplateError("Function is not a bool value")
+
+    @pass_eval_context
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        if args and isinstance(args[0], EvalContext):
+            autoescape, args = args[0].autoescape, args[1:]
+        else:
+            autoescape = self._default_autoescape
+        caller = kwargs.pop("caller", None) if self.caller else None
+        given = len(args) + len(kwargs)
+        undefined = self._environment.undefined
+        values: list[Any] = []
+        for i, name in enumerate(self.arguments):
+            if i < given:
+                values.append(kwargs[name] if name in kwargs else args[i] if i < len(args) else undefined())
+            elif i < self._required:
+                raise TemplateError(f"Not enough arguments provided to '{self.name}'")
+            else:
+                values.append(missing)  # the macro's code evaluates the default
+        if self.caller:
+            values.append(caller if caller is not None else undefined(name="caller"))
+        if self.catch_kwargs:  # not upstream's: ``kwargs`` and ``varargs`` are plain names there
+            values.append(undefined(name="kwargs"))
+        if self.catch_varargs:
+            values.append(undefined(name="varargs"))
+        return self._invoke(values, autoescape)
 
 
 def is_undefined(v: Value) -> bool:
@@ -68,7 +134,8 @@ def type_name(v: Value) -> str:
     if v is None:
         return "None"
     if is_undefined(v):
-        return "Undefined"
+        hint = getattr(v, "_undefined_name", None)  # what was looked up, as upstream's hint
+        return f"Undefined (hint: '{hint}')" if isinstance(hint, str) and hint else "Undefined"
     if callable(v):
         return "Function"
     return "Unknown"
@@ -172,6 +239,8 @@ def as_bool(v: Value) -> bool:
         return len(v) > 0
     if isinstance(v, (int, float)):
         return v != 0
+    if callable(v):
+        raise TemplateError(f"{type_name(v)} is not a bool value")
     return True
 
 

@@ -142,6 +142,6 @@ def test_apply_matches_upstream(oracle, family: str, stem: str, case: str) -> No
         assert isinstance(expected, OracleError), "upstream no longer fails here: move the case back"
         with pytest.raises(JinjaException) as raised:
             apply_request(_request(source, CASES[case]), ORACLE_NOW)
-        assert expected.message.endswith("Error: " + raised.value.reason), (expected.message, raised.value.reason)
+        assert expected.message == raised.value.reason  # upstream's text, its location preamble included
         return
     assert_apply_matches(oracle, source, CASES[case])

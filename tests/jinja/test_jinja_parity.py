@@ -57,12 +57,6 @@ def test_template_direct_render(like_oracle: Callable[..., None], template: str,
 
 KNOWN_DIFFERENCES = [
     pytest.param(
-        "{% macro f() %}{{ z }}{% endmacro %}{% for z in [7] %}{{ f() }}{% endfor %}",
-        id="macro-dynamic-scope",
-        marks=pytest.mark.xfail(strict=True, reason="upstream macros see the caller's locals (dynamic scope); "
-                                "jinja2 macros see only the template's variables"),
-    ),
-    pytest.param(
         "{% set l = [1] %}{% set _ = l.append(2) %}{{ l }}|{{ l.pop() }}",
         id="deferred-printing",
         marks=pytest.mark.xfail(strict=True, reason="upstream prints arrays when the whole output is gathered, "

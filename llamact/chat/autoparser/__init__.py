@@ -25,6 +25,7 @@ failed: " and the reason); the original exception is its ``__cause__``.
 from __future__ import annotations
 
 from ...errors import LlamaException, LlamaUnsupportedException
+from ...jinja import JinjaException
 from ..render import TemplateInputs
 from ..result import ChatParams
 from ..templates import ChatTemplate
@@ -57,10 +58,12 @@ def apply_autoparser(tmpl: ChatTemplate, inputs: TemplateInputs,
             analysis = analyze_template(tmpl)
         data = generate_parser(tmpl, inputs, analysis)
     except LlamaException as exc:
-        inner = getattr(exc, "reason", None)
-        reason = _FAILED + (inner if isinstance(inner, str) else exc.message)
-        error = AutoparserError(_FAILED + exc.message, {"origin": tmpl.origin, "reason": reason})
-        error.reason = reason  # upstream's text; the message keeps llamact's naming of the template
+        # upstream's what(): a template error's own text (its located message), not llamact's
+        # "(template <origin>, line N)" suffix; the template's origin goes in the details
+        inner = exc.reason if isinstance(exc, JinjaException) else exc.message
+        reason = _FAILED + inner
+        error = AutoparserError(reason, {"origin": tmpl.origin, "reason": reason})
+        error.reason = reason
         raise error from exc
 
     pairs = []
