@@ -15,10 +15,12 @@ templates put newlines between a thought and a call, and upstream's grammars rea
 What only carried content goes too, so that no empty wrapper stays admissible: an alternative of a
 choice that reaches content but no tool call is dropped (GPT-OSS's preamble channel, "content or
 calls"), and an optional or repeated part in the same case becomes whitespace (Command R7B's
-``<|START_RESPONSE|>...<|END_RESPONSE|>``). Node ids are kept (replaced nodes keep their id), so
-rules and references stay valid. Calls are made one: a repetition of calls (parallel calls, "one or
-more") admits exactly one, the optional calls after a first one go. GBNF generation is upstream's
-(``peg.gbnf``) on the rewritten arena.
+``<|START_RESPONSE|>...<|END_RESPONSE|>``). Where a choice offers a call alone, its alternatives
+where a literal introduces content before the call go first (Functionary v3.2's ``all\\nTEXT``
+then a call: what would stay of them, ``all\\n``, makes its own parser read the call as content).
+Node ids are kept (replaced nodes keep their id), so rules and references stay valid. Calls are
+made one: a repetition of calls (parallel calls, "one or more") admits exactly one, the optional
+calls after a first one go. GBNF generation is upstream's (``peg.gbnf``) on the rewritten arena.
 Reading the output stays the family's own parser's job (built for all the tools, see named_tool.py).
 """
 
@@ -35,6 +37,7 @@ from ..peg.arena import (
     Choice,
     Epsilon,
     Gbnf,
+    Literal,
     Not,
     Parser,
     Ref,
@@ -92,6 +95,39 @@ def _filter_choices(parsers: list[Parser], content_only: set[int]) -> bool:
     return changed
 
 
+def _is_content(_i: int, node: Parser) -> bool:
+    return isinstance(node, Tag) and node.tag == CONTENT
+
+
+def _content_channels(arena: Arena) -> set[int]:
+    """Sequences where a literal introduces content (Functionary v3.2's ``all\\n`` + text): with the
+    text taken out, the literal alone would stay admissible."""
+    parsers = arena.parsers
+
+    def introduces(a: int) -> bool:
+        node = parsers[a]
+        return isinstance(node, Literal) and bool(node.literal)
+
+    return {i for i, node in enumerate(parsers) if isinstance(node, Sequence)
+            and any(introduces(a) and _is_content(b, parsers[b])
+                    for a, b in zip(node.children, node.children[1:], strict=False))}
+
+
+def _prefer_calls_alone(arena: Arena, parsers: list[Parser], tool: set[int]) -> None:
+    """In a choice that has a call without any content (Functionary's bare ``NAME\\n{...}``), drop
+    the alternatives where a content channel comes before the call (``all\\nTEXT`` then a call):
+    the family's parser reads what follows a bare ``all\\n`` as content, not as the call."""
+    with_content = _reaching(arena, _is_content)
+    channels = _content_channels(arena)
+    through_channel = _reaching(arena, lambda i, _node: i in channels)
+    for i, node in enumerate(parsers):
+        if isinstance(node, Choice):
+            if any(c in tool and c not in with_content for c in node.children):
+                kept = tuple(c for c in node.children if not (c in tool and c in through_channel))
+                if len(kept) < len(node.children):
+                    parsers[i] = replace(node, children=kept)
+
+
 def _drop_optional_parts(parsers: list[Parser], content_only: set[int], removed: set[int]) -> bool:
     """Make every optional (or zero-or-more) content-only part whitespace; whether any was."""
     changed = False
@@ -119,7 +155,8 @@ def call_only_arena(arena: Arena) -> Arena | None:
         return None
     parsers = list(arena.parsers)
     _one_call(parsers, tool)
-    removed = {i for i, node in enumerate(parsers) if isinstance(node, Tag) and node.tag == CONTENT}
+    _prefer_calls_alone(arena, parsers, tool)
+    removed = {i for i, node in enumerate(parsers) if _is_content(i, node)}
     for i in removed:
         parsers[i] = Space()
     # dropping a content-only alternative can make an enclosing part content-only: repeat until

@@ -319,3 +319,29 @@ def test_repeated_calls_become_one() -> None:
 def test_an_arena_without_a_tool_call_gives_no_grammar() -> None:
     arena = _arena(lambda p: p.literal("<gen>") + p.content(p.rest()))
     assert call_only_arena(arena) is None and call_only_grammar(arena) is None
+
+
+def test_where_a_call_can_come_alone_content_before_it_goes() -> None:
+    # Functionary v3.2's shape: "all\nTEXT" then a call, or the call alone; with the text taken out,
+    # "all\n" would stay admissible, and the family's parser reads what follows it as content
+    arena = _arena(lambda p: p.literal("<gen>")
+                   + p.choice([p.literal("<c>") + p.content(p.until("<call>")) + _call(p), _call(p)]))
+    acceptor = _acceptor(call_only_grammar(arena) or "")
+    assert acceptor.accepts("<gen><call>f</call>")
+    assert not acceptor.is_viable_prefix("<gen><c>")
+
+
+def test_a_content_prefix_stays_where_the_call_cannot_come_alone() -> None:
+    arena = _arena(lambda p: p.literal("<gen>") + p.literal("<c>") + p.content(p.until("<call>")) + _call(p))
+    acceptor = _acceptor(call_only_grammar(arena) or "")
+    assert acceptor.accepts("<gen><c><call>f</call>")
+
+
+def test_functionary_forces_the_recipient_not_the_content_channel() -> None:
+    named = apply_chat_template(_source("meetkai-functionary-medium-v3.2"), [USER], tools=TOOLS, tool_choice=NAMED)
+    acceptor = _acceptor(named.grammar)
+    call = named.generation_prompt + 'get_weather\n{"city": "Paris"}'
+    assert acceptor.accepts(call)
+    assert not acceptor.is_viable_prefix(named.generation_prompt + "all")
+    message = named.output_parser().parse(call[len(named.generation_prompt):], is_partial=False)
+    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [("get_weather", {"city": "Paris"})]
