@@ -39,7 +39,7 @@ __all__ = [
     "ChatDelta", "ChatMessage", "ChatOutputParser", "ChatParseError", "ChatRequestError", "ChatStreamParser",
     "ChatTemplateInputs", "ChatTemplateResult", "ChatTemplates", "ChatTool", "ContentPart", "GrammarTrigger",
     "MessageDelimiter", "ToolCall", "ToolCallDelta", "apply_chat_template", "apply_templates", "chat_inputs",
-    "finish_reason", "load_chat_templates",
+    "finish_reason", "load_chat_templates", "supports_enable_thinking",
 ]
 
 
@@ -68,3 +68,17 @@ def apply_chat_template(template: str | ChatTemplates, messages: Any, *, tools: 
                          reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
                          template_now=template_now)
     return apply_templates(templates, inputs)
+
+
+def supports_enable_thinking(template: str | ChatTemplates, *, bos_token: str = "", eos_token: str = "") -> bool:
+    """Whether ``template`` thinks, and ``enable_thinking`` switches it: upstream's
+    ``common_chat_templates_support_enable_thinking``, which asks the apply pipeline (the family's
+    builder, or the autoparser's reasoning analysis) with one user message ``"test"``. llama-server
+    turns thinking on by default only where this is true.
+
+    Raises what applying the template raises (a template that fails to render).
+    """
+    result = apply_chat_template(template, [{"role": "user", "content": "test"}], enable_thinking=True,
+                                 add_generation_prompt=True, reasoning_format="deepseek",
+                                 bos_token=bos_token, eos_token=eos_token)
+    return result.supports_thinking

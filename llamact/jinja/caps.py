@@ -10,8 +10,8 @@ with usage tracking on: every input value records whether the template used it a
 identifier lookups, member access (``array_access``/``object_access``, the builtin names tried on
 it), filters and methods applied, ``test_is_<name>`` tests, for-loop iteration, and the deep use of
 ``tojson``/``string``. A probe that fails to render counts as upstream's failed execution.
-``supports_thinking`` is ours (not in upstream's map, so not in ``to_map``): the template source
-holds a known thinking marker (``THINKING_MARKERS``).
+Whether a template supports thinking is not a probe's answer upstream: the apply pipeline decides
+(``llamact.chat.supports_enable_thinking``).
 Raises ``JinjaSyntaxError`` when the source does not compile (upstream's template constructor
 throws before probing), ``JinjaLimitExceeded`` when the probes together run past ``limits`` (one
 budget for all of them: a hostile template costs one time limit, not one per probe), and
@@ -47,14 +47,12 @@ from .methods import builtins_for, tojson
 from .tests import TESTS
 from .values import as_string, is_int, is_undefined, type_name
 
-THINKING_MARKERS = ("<think>", "</think>", "[THINK]", "[/THINK]", "<seed:think>", "<|START_THINKING|>",
-                    "<|begin_of_thought|>", "<thinking>", "◁think▷", "<|channel|>analysis", "<|think|>")
 _DEEP = frozenset({"tojson", "string"})
 
 
 @dataclass(frozen=True)
 class TemplateCaps:
-    """What a template supports; defaults are upstream's (``caps.h``) plus ``supports_thinking``."""
+    """What a template supports; defaults are upstream's (``caps.h``)."""
 
     supports_tools: bool = True
     supports_tool_calls: bool = True
@@ -65,12 +63,10 @@ class TemplateCaps:
     supports_string_content: bool = True
     supports_typed_content: bool = False
     supports_object_arguments: bool = False
-    supports_thinking: bool = False
 
     def to_map(self) -> dict[str, bool]:
-        """Upstream's ``caps::to_map`` (a ``std::map``: keys sorted); ``supports_thinking`` excluded."""
-        return {f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)
-                if f.name != "supports_thinking"}
+        """Upstream's ``caps::to_map`` (a ``std::map``: keys sorted)."""
+        return {f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)}
 
 
 # -- tracked input values -------------------------------------------------------------------------
@@ -408,8 +404,7 @@ def _reasoning_effort(ctx: dict[str, Any]) -> None:
 
 
 def _probe(template: CompiledTemplate, budget: Budget) -> dict[str, bool]:
-    caps: dict[str, bool] = {f.name: bool(f.default) for f in fields(TemplateCaps)
-                             if f.name != "supports_thinking"}
+    caps: dict[str, bool] = {f.name: bool(f.default) for f in fields(TemplateCaps)}
 
     run = _execute(template, budget, [{"role": "user", "content": _CONTENT_MARKER}])
     content = _path(run.messages, 0, "content")
@@ -471,11 +466,6 @@ def _probe(template: CompiledTemplate, budget: Budget) -> dict[str, bool]:
     return caps
 
 
-def supports_thinking(source: str) -> bool:
-    """Whether ``source`` holds one of the known thinking markers (``THINKING_MARKERS``)."""
-    return any(marker in source for marker in THINKING_MARKERS)
-
-
 @functools.lru_cache(maxsize=128)
 def template_caps(source: str, *, limits: RenderLimits | None = None) -> TemplateCaps:
     """The capabilities of ``source`` (cached by content). Raises JinjaSyntaxError for bad source,
@@ -487,7 +477,7 @@ def template_caps(source: str, *, limits: RenderLimits | None = None) -> Templat
         raise JinjaException(str(exc), "caps") from None
     template = CompiledTemplate(source, "caps", probe_template)
     caps = _probe(template, Budget(limits or DEFAULT_LIMITS))
-    return TemplateCaps(**caps, supports_thinking=supports_thinking(source))
+    return TemplateCaps(**caps)
 
 
-__all__ = ["TemplateCaps", "template_caps", "supports_thinking", "THINKING_MARKERS", "ProbeEnvironment", "track"]
+__all__ = ["TemplateCaps", "template_caps", "ProbeEnvironment", "track"]

@@ -1,7 +1,6 @@
 """llamact.jinja.caps against upstream's ``caps_get`` (the oracle's ``caps`` op): every vendored
 template, and small templates exercising each probe rule; the defaults against a default
-``jinja::caps`` (oracle op ``caps_defaults``); ``supports_thinking`` against what upstream's
-``common_chat_templates_support_enable_thinking`` answers (the oracle's chat_apply with its inputs).
+``jinja::caps`` (oracle op ``caps_defaults``).
 
 No differences remain (a difference found later is to be listed here as a strict xfail with its reason).
 """
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from llamact.jinja import JinjaSyntaxError
-from llamact.jinja.caps import TemplateCaps, supports_thinking, template_caps
+from llamact.jinja.caps import TemplateCaps, template_caps
 from llamact.parity.corpus import template_files
 from llamact.parity.oracle import OracleError
 
@@ -158,45 +157,3 @@ def test_normal_render_unaffected_by_probing() -> None:
     msgs = [{"role": "assistant", "content": "",
              "tool_calls": [{"function": {"name": "f", "arguments": {"a": "1"}}}]}]
     assert render(source, {"messages": msgs, "tools": []}) == "f(a=1)"
-
-
-THINKING_SOURCES = {
-    "reasoning_printed": "{% for m in messages %}{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>"
-                         "{% endif %}{{ m.content }}{% endfor %}",
-    "think_in_generation_prompt": "{{ messages[0].content }}{% if add_generation_prompt %}<|assistant|><think>\n"
-                                  "{% endif %}",
-    "think_brackets_literal": "{{ messages[0].content }}[THINK]plan[/THINK]",
-    "seed_think_literal": "{{ messages[0].content }}<seed:think>",
-    "no_marker": "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}",
-    "no_marker_generation_prompt": "{{ messages[0].content }}{% if add_generation_prompt %}<|assistant|>{% endif %}",
-    "think_word": "{{ messages[0].content }} I think so.",
-}
-
-# llamact's supports_thinking is a marker heuristic over the source; upstream decides through its apply
-# pipeline (specialized templates, the autoparser's reasoning analysis). Where they disagree (measured
-# against the oracle), the test is a strict xfail until the chat apply pipeline answers instead.
-THINKING_DISAGREES = {
-    "think_in_generation_prompt", "think_brackets_literal", "seed_think_literal", "Kimi-K2-Instruct", "Kimi-K3",
-    "LFM2-8B-A1B", "MiniMax-M3", "moonshotai-Kimi-K2", "muse-glimmer", "tencent-Hy3", "unsloth-Apriel-1.5",
-    "unsloth-mistral-Devstral-Small-2507", "upstage-Solar-Open-100B",
-}
-
-
-def _thinking_params() -> list[Any]:
-    vendored = [(p.stem, p.read_text(encoding="utf-8")) for p in template_files(LLAMA_CPP)]
-    named = list(THINKING_SOURCES.items()) + vendored
-    marks = [pytest.mark.xfail(strict=True, reason="llamact's marker heuristic is not upstream's answer")]
-    return [pytest.param(source, id=name, marks=marks if name in THINKING_DISAGREES else []) for name, source in named]
-
-
-@pytest.mark.parity
-@pytest.mark.parametrize("source", _thinking_params())
-def test_supports_thinking_is_upstreams(oracle: Any, source: str) -> None:
-    # the inputs of upstream's common_chat_templates_support_enable_thinking (chat.cpp)
-    answer = oracle.request("chat_apply", template=source, bos_token="<s>", eos_token="</s>", add_bos=False,
-                            add_eos=False, inputs={"messages": [{"role": "user", "content": "test"}],
-                                                   "enable_thinking": True, "add_generation_prompt": True,
-                                                   "reasoning_format": "deepseek"})
-    assert not isinstance(answer, OracleError), answer
-    assert supports_thinking(source) is answer["supports_thinking"]
-    assert template_caps(source).supports_thinking is answer["supports_thinking"]
