@@ -129,12 +129,12 @@ def case_from_input(data: Json) -> E2ECase:
 
 def judge(case: Case, got: Json, *, upstream_compat: bool = False) -> Verdict:
     """The scoreboard's verdict on a runner's answer: ``got`` is a ChatAnswer's JSON, or
-    ``{"error": {...}}`` when llamact raised."""
+    ``{"error": {...}}`` when llamact raised (``{"raised": {...}}`` when it raised past the runner)."""
     expected = case.expected or {}
     server: ChatAnswer | str = (ChatAnswer.from_json(expected["answer"]) if expected.get("answer") is not None
                                 else str(expected.get("error")))
-    llamact: ChatAnswer | str = (ChatAnswer.from_json(got) if isinstance(got, dict) and "error" not in got
-                                 else json.dumps(got))
+    failed = not isinstance(got, dict) or "error" in got or "raised" in got
+    llamact: ChatAnswer | str = json.dumps(got) if failed else ChatAnswer.from_json(got)
     return compare(case_from_input(case.input), server, llamact, upstream_compat=upstream_compat)
 
 
