@@ -15,7 +15,9 @@ deviations may explain one, and the verdict names each that did:
   except for Qwen3-Coder);
 * ``5-streaming``: the stream differs but llamact's stream reassembles to llamact's final message (named
   only when the final messages agree; otherwise their deviations are why the streams differ); on
-  ``length`` llamact's calls are a prefix of the server's (the unfinished call withheld);
+  ``length`` llamact's calls are a prefix of the server's and its content a prefix of the server's
+  content (the unfinished call withheld: a partial call, or the unread tail of the output that
+  upstream's final parse gives as content);
 * ``9-named-tool-choice``: a named ``tool_choice`` (llama-server runs it as "auto"): llamact's answer is
   a call of that function only, valid for its schema, with no content. Nothing else is compared.
 
@@ -180,9 +182,14 @@ def _explains_reasoning(case: E2ECase, server: str, llamact: str) -> bool:
 def _explains_calls(case: E2ECase, s: ChatAnswer, ll: ChatAnswer) -> str | None:
     """The deviation that explains different tool calls / content in the final message, if any."""
     server_calls, llamact_calls = _calls(s.final), _calls(ll.final)
-    if (s.final_finish_reason == "length" and len(llamact_calls) < len(server_calls)
-            and llamact_calls == server_calls[:len(llamact_calls)] and s.final["content"] == ll.final["content"]):
-        return STREAMING   # the unfinished call withheld
+    if s.final_finish_reason == "length" and llamact_calls == server_calls[:len(llamact_calls)]:
+        # the unfinished call withheld: a call upstream's final parse gave, or the tail of the output
+        # it could not read and gave as content (llamact's last partial parse stands)
+        s_content, l_content = s.final["content"], ll.final["content"]
+        withheld = s_content[len(l_content):] if s_content.startswith(l_content) else None
+        if (len(llamact_calls) < len(server_calls) and withheld == "") or (
+                withheld and s.text.endswith(withheld)):
+            return STREAMING
     if "<function=" in s.text:
         typed = [_typed_as_schema(case, c) for c in server_calls]
         expected = [c for c in typed if arguments_are_valid(case, c["name"], c["arguments"])]

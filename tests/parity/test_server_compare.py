@@ -199,6 +199,30 @@ def test_withheld_unfinished_call_on_length_is_deviation_5() -> None:
     assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
 
 
+def test_withheld_unreadable_call_text_on_length_is_deviation_5() -> None:
+    """Cut inside a call that upstream's final parse cannot read: the server's final message gives the
+    unread tail of the output as content (its stream does not), llamact withholds it (the last partial
+    parse stands). Only a tail of the raw output may be withheld so: other content is a difference."""
+    text = 'Sure.\n<tool_call>\n{"name": "'
+    server = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>\n{\"name\": \""},
+                    finish="length", text=text)
+    llamact = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure."}, finish="length", text=text)
+    assert compare(CASE, server, llamact).deviations == (STREAMING,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+    # what llamact keeps must be the server's content up to the withheld tail
+    other = answer([{"content": "Sure!"}], {"role": "assistant", "content": "Sure!"}, finish="length", text=text)
+    assert compare(CASE, server, other).kind == "different"
+    # and the withheld text must be a tail of the output, not any text
+    invented = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>"}, finish="length",
+                      text=text)
+    assert compare(CASE, invented, llamact).kind == "different"
+    # not when generation ended: then the final parse read the whole output
+    ended = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>\n{\"name\": \""},
+                   finish="stop", text=text)
+    ended_llamact = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure."}, finish="stop", text=text)
+    assert compare(CASE, ended, ended_llamact).kind == "different"
+
+
 def test_qwen_xml_validation_drops_invalid_calls_and_keeps_strings_as_strings() -> None:
     text = ('<tool_call>\n<function=search_flights>\n<parameter=origin>\n123\n</parameter>\n<parameter=destination>\n'
             'Rome\n</parameter>\n<parameter=passengers>\n2\n</parameter>\n</function>\n</tool_call>')
