@@ -18,6 +18,7 @@ matrix product is split, so a greedy answer is only comparable under the same co
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -104,4 +105,5 @@ class CreateRunner:
         try:
             return self.answer(case_from_input(case.input), expected.get("template_now")).to_json()
         except LlamaException as exc:
-            return {"error": {"exception": type(exc).__name__, "message": str(exc)}}
+            details = json.loads(json.dumps(exc.details, default=str))
+            return {"error": {"exception": type(exc).__name__, "message": str(exc), "details": details}}

@@ -67,8 +67,9 @@ class ServerConfig:
     n_batch: int = 2048
     n_ubatch: int = 512
     # One thread: on a shared machine more threads than free cores make ggml's spinning thread pool
-    # collapse (tens of times slower). The CPU backend gives every output to one thread, so the
-    # thread count does not change the numbers; benchmarks that compare speed pass their own.
+    # collapse (tens of times slower). The thread count can change the numbers (how a product is
+    # split; measured: gemma3 Mistral-Nemo/required, greedy, parts at its 4th token between 1 and 2
+    # threads), so llamact is compared with the same count; benchmarks that compare speed pass their own.
     n_threads: int = 1
     # Sliding-window layers keep every position, as llamact's contexts do. Without it llama-server
     # splits a prompt for an SWA model (Gemma 3) into several batches, to checkpoint the window

@@ -19,7 +19,10 @@ deviations may explain one, and the verdict names each that did:
   content (the unfinished call withheld: a partial call, or the unread tail of the output that
   upstream's final parse gives as content);
 * ``9-named-tool-choice``: a named ``tool_choice`` (llama-server runs it as "auto"): llamact's answer is
-  a call of that function only, valid for its schema, with no content. Nothing else is compared.
+  a call of that function only, valid for its schema, with no content. Nothing else is compared (the
+  prompts are, when the server answered; when its parser failed on the unconstrained output, there is
+  no server prompt to compare). Or llamact refused the request with LlamaUnsupportedException naming
+  the tool, where its template has no tool-call format to force (chat/named_tool.py).
 
 A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
 before any output-side behaviour.
@@ -33,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import LlamaUnsupportedException
 from .chat_answer import ChatAnswer
 from .server_cases import E2ECase
 
@@ -216,11 +220,24 @@ def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
     return Verdict("deviation", (NAMED_TOOL_CHOICE,))
 
 
+def _refuses_named_choice(case: E2ECase, failure: Exception | str) -> bool:
+    """llamact refused to force the named call (its template has no tool-call format it can
+    constrain: chat/named_tool.py), naming the tool."""
+    return (isinstance(failure, LlamaUnsupportedException)
+            and failure.details.get("tool_choice") == case.tool_choice["function"]["name"])
+
+
 def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAnswer | Exception | str,
             *, upstream_compat: bool = False) -> Verdict:
     """The verdict on llamact's answer to ``case`` against llama-server's (an exception or message
     stands for a side that failed: both failing is equal)."""
     if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
+        if case.named_tool_choice and not upstream_compat:
+            if isinstance(llamact, ChatAnswer):
+                # the server ran the request as "auto" and its parser failed on the free output
+                return _named_choice(case, llamact)
+            if isinstance(server, ChatAnswer) and _refuses_named_choice(case, llamact):
+                return Verdict("deviation", (NAMED_TOOL_CHOICE,))
         if not isinstance(server, ChatAnswer) and not isinstance(llamact, ChatAnswer):
             return Verdict("equal")
         failed, answered = ("server", "llamact") if not isinstance(server, ChatAnswer) else ("llamact", "server")

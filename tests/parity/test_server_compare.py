@@ -266,6 +266,44 @@ def test_named_tool_choice_wants_one_valid_call_of_that_function() -> None:
     assert compare(case, server, call_answer(), upstream_compat=True).kind == "different"
 
 
+def test_named_tool_choice_where_the_server_failed_or_llamact_refused() -> None:
+    from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
+
+    case = E2ECase("n", "gemma3", "meta-llama-Llama-3.2-3B-Instruct", WEATHER_CALLS, TOOLS, NAMED_WEATHER)
+    parse_failed = "/v1/chat/completions: error event: the model produced output that does not match the format"
+    # the server ran it as "auto" and could not parse the free output: llamact's forced call still must be one
+    assert compare(case, parse_failed, call_answer()).deviations == (NAMED_TOOL_CHOICE,)
+    assert compare(case, parse_failed, answer([], {"role": "assistant", "content": "Sunny"})).kind == "different"
+    assert compare(case, parse_failed, call_answer(), upstream_compat=True).kind == "different"
+    # llamact refused: its template has no tool-call format to force (chat/named_tool.py)
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    refused = LlamaUnsupportedException("no tool-call format", {"tool_choice": "get_weather"})
+    assert compare(case, server, refused).deviations == (NAMED_TOOL_CHOICE,)
+    assert compare(case, server, refused, upstream_compat=True).kind == "different"
+    for other in (LlamaUnsupportedException("no", {"tool_choice": "search_flights"}), LlamaUnsupportedException("no"),
+                  LlamaInferenceException("no", {"tool_choice": "get_weather"}), "refused"):
+        assert compare(case, server, other).kind == "different"
+    # not for other tool choices
+    assert compare(CASE, server, refused).kind == "different"
+    assert compare(CASE, parse_failed, call_answer()).kind == "different"
+
+
+def test_the_row_judges_llamact_errors_as_the_exceptions_raised() -> None:
+    from dataclasses import asdict
+
+    from llamact.parity.corpus import Case
+    from llamact.parity.server_e2e import judge
+
+    case = E2ECase("n", "smollm2", OWN_TEMPLATE, WEATHER_CALLS, TOOLS, NAMED_WEATHER)
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    record = {"case_id": "n", "template_now": 0.0, "seconds": 0.0, "error": None, "answer": server.to_json()}
+    row_case = Case("server_e2e", "n", case.template, json.loads(json.dumps(asdict(case))), record)
+    error = {"exception": "LlamaUnsupportedException", "message": "no", "details": {"tool_choice": "get_weather"}}
+    assert judge(row_case, {"error": error}).kind == "deviation"
+    assert judge(row_case, {"raised": error}).kind == "deviation"
+    assert judge(row_case, {"error": {**error, "exception": "ValueError"}}).kind == "different"
+
+
 def test_call_validation_follows_the_tool_schemas() -> None:
     def call(name: str, args: Json) -> Json:
         return {"name": name, "arguments": json.dumps(args)}
