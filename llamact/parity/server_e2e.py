@@ -115,14 +115,28 @@ COMPONENT = "server_e2e"
 def add_server_e2e_cases(corpus: Corpus, models: dict[str, Path], llama_cpp: Path, *, with_answers: bool,
                          executable: Path | None = None) -> None:
     """The row's cases for the models at hand. ``with_answers`` asks llama-server (minutes); without
-    it the cases are listed with no answer, which is enough to count them while llamact has no runner.
+    it the cases are listed with no answer (counted, never judged equal).
     """
     cases = [c for c in e2e_cases() if c.model in models]
     records = run_server_cases(cases, models, llama_cpp, executable) if with_answers else {}
     for e2e in cases:
-        record = records.get(e2e.id)
-        corpus.add(Case(COMPONENT, f"{COMPONENT}/{e2e.id}", e2e.template, asdict(e2e),
-                        record.to_json() if record is not None else None))
+        corpus.add(row_case(e2e, records.get(e2e.id)))
+
+
+def row_case(e2e: E2ECase, record: ServerRecord | None) -> Case:
+    """The scoreboard's case for ``e2e``, with the server's record as the expected answer."""
+    return Case(COMPONENT, f"{COMPONENT}/{e2e.id}", e2e.template, asdict(e2e),
+                record.to_json() if record is not None else None)
+
+
+def judge_answers(cases: Iterable[E2ECase], records: dict[str, ServerRecord], runner: Any) -> dict[str, Verdict]:
+    """Every case's verdict as the scoreboard reaches it: ``runner.run`` (create_answer.CreateRunner)
+    answers the row's case, :func:`judge` compares that with the server's record."""
+    verdicts: dict[str, Verdict] = {}
+    for e2e in cases:
+        case = row_case(e2e, records.get(e2e.id))
+        verdicts[e2e.id] = judge(case, runner.run(case))
+    return verdicts
 
 
 def case_from_input(data: Json) -> E2ECase:

@@ -368,3 +368,26 @@ def test_scoreboard_row_counts_the_comparators_verdicts() -> None:
     row = score_component(component, cases)
     assert (row.equal, row.different, row.error, row.deviation) == (2, 1, 0, 0)
     assert row.differences[0]["id"] == "tokens"
+
+
+def test_the_scoreboard_says_why_the_row_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from llamact.parity.__main__ import server_e2e_exclusion
+
+    def args(**kw: Json) -> argparse.Namespace:
+        return argparse.Namespace(**{"no_server": False, "no_models": False, "server": None, **kw})
+
+    models = {"smollm2": tmp_path / "m.gguf"}
+    assert server_e2e_exclusion(args(no_server=True), models, None) == "--no-server"
+    assert server_e2e_exclusion(args(no_models=True), {}, None) == "--no-models"
+    assert server_e2e_exclusion(args(), {}, None) == "no model available"
+    assert server_e2e_exclusion(args(), models, ["Qwen-Qwen3-0.6B"]).startswith("--templates")
+    # no installed llama-server: left out, saying where it was looked for
+    monkeypatch.setenv("LLAMACT_BIN_DIR", str(tmp_path))
+    monkeypatch.setattr("llamact.parity.llama_server.__file__", str(tmp_path / "parity" / "llama_server.py"))
+    why = server_e2e_exclusion(args(), models, None)
+    assert why.startswith("llama-server not found") and str(tmp_path) in why
+    # one named on the command line that is not there is an error, not a quiet exclusion
+    with pytest.raises(SystemExit, match="--server"):
+        server_e2e_exclusion(args(server=str(tmp_path / "nope")), models, None)
