@@ -41,7 +41,8 @@ def _chunk(delta: ChatDelta) -> ChatChunk:
 class ChatStream:
     """The chunks of one ``create()`` call. Iterate it, or use it as a context manager; ``close()``
     stops the generation. After the end, ``message``, ``finish_reason``, ``usage`` and ``timings``
-    hold the whole reply, and ``completion()`` gives it as a ``ChatCompletion``."""
+    hold the whole reply (``text`` and ``tokens`` the model's raw output), and ``completion()``
+    gives it as a ``ChatCompletion``."""
 
     def __init__(self, generation: Any, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
                  n_cached: int = 0, model: str = "") -> None:
@@ -55,6 +56,7 @@ class ChatStream:
         self._n_cached = n_cached
         self.usage: Usage | None = None
         self.timings: ChatTimings | None = None
+        self.tokens: list[int] = []   # the generated token ids so far (llama-server's ``return_tokens``)
         self._chunks: Generator[ChatChunk, None, None] = self._run()
 
     # -- iteration -------------------------------------------------------------------------------
@@ -110,6 +112,8 @@ class ChatStream:
         last: GenerationChunk | None = None
         for piece in self._generation:
             last = piece
+            if piece.token is not None:
+                self.tokens.append(piece.token)
             if first:
                 first = False
                 yield ChatChunk(role="assistant")
@@ -120,16 +124,20 @@ class ChatStream:
                     yield _chunk(delta)
         if last is None or last.stop_reason is None or last.timings is None:
             return
+        if last.end_token is not None:
+            self.tokens.append(last.end_token)
         if last.text:
             for delta in self._parser.feed(last.text):
                 yield _chunk(delta)
         for delta in self._parser.finish(last.stop_reason.value):
             yield _chunk(delta)
-        self.usage, self.timings = self._accounting(last.timings)
+        self.usage, self.timings = self._accounting(last.timings, last.end_token is not None)
         yield ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings)
 
-    def _accounting(self, t: Timings) -> tuple[Usage, ChatTimings]:
-        usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=t.n_generated, cached_tokens=self._n_cached)
+    def _accounting(self, t: Timings, ended: bool) -> tuple[Usage, ChatTimings]:
+        # llama-server counts every sampled token (n_decoded), the end-of-generation token included
+        n_decoded = t.n_generated + int(ended)
+        usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=n_decoded, cached_tokens=self._n_cached)
         timings = ChatTimings(cache_n=self._n_cached, prompt_n=t.n_prompt, prompt_ms=t.prompt_ms,
-                              predicted_n=t.n_generated, predicted_ms=t.decode_ms)
+                              predicted_n=n_decoded, predicted_ms=t.decode_ms)
         return usage, timings

@@ -68,6 +68,9 @@ class GenerationChunk(NamedTuple):
     stop_reason: StopReason | None = None
     timings: Timings | None = None
     stop_string: str | None = None  # the stop string that ended generation (final chunk only)
+    # the end-of-generation token the model sampled (final chunk only): not part of the text or of
+    # ``Timings.n_generated``, but llama-server lists and counts it (``return_tokens``, usage)
+    end_token: int | None = None
 
     @property
     def finish_reason(self) -> str | None:
@@ -160,6 +163,7 @@ def _token_loop(
         tail, None, reason,
         Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000, n_cached),
         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
+        end_token=stepper.end_token,
     )
 
 

@@ -43,7 +43,7 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "_guided", "piece",
+        "_guided", "piece", "end_token",
     )
 
     def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
@@ -73,6 +73,7 @@ class TokenStepper:
         )
         self._prev = LLAMA_TOKEN_NULL
         self.piece = b""
+        self.end_token: int | None = None  # the end-of-generation token step() sampled, if any
 
     def prefill(self, tokens: Sequence[int]) -> bool:
         """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it).
@@ -99,7 +100,7 @@ class TokenStepper:
     def step(self) -> int:
         """Decode the previous token (none after prefill), then sample the next one: its id, with
         its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
-        as text), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
+        as text; ``end_token``: its id), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
         ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
         ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
@@ -117,6 +118,7 @@ class TokenStepper:
                 # render_special, as llama-server appends it); the plain step leaves it empty
                 self.piece = b"" if not self._guided or n == 0 else (
                     string_at(self._piece_buf, n) if n > 0 else self._big_piece(token, -n))
+                self.end_token = token
                 return STEP_EOG
             self.piece = string_at(self._piece_buf, n) if n >= 0 else self._big_piece(token, -n)
         finally:

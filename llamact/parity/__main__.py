@@ -4,10 +4,12 @@
     python -m llamact.parity --templates Qwen-Qwen3-0.6B,google-gemma-2-2b-it   # a subset
     python -m llamact.parity --json score.json --report report.json --corpus-out corpus/
     python -m llamact.parity fuzz --seconds 60    # differential fuzzing (python -m llamact.parity fuzz -h)
+    python -m llamact.parity --no-server          # without the server_e2e row (llama-server, minutes)
 
 The pinned tree's templates come from ``--llama-cpp DIR``, else a source checkout's
 ``vendor/llama.cpp``, else the verified cache (``~/.cache/llamact/src``). The oracle is the one
-installed with the package unless ``--oracle PATH``.
+installed with the package unless ``--oracle PATH``; llama-server (the server_e2e row: upstream's
+server answering chat requests, compared with ``engine.create()``) likewise unless ``--server PATH``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from .components import ModelRunners, components
 from .corpus import build_corpus, oracle_errors_by_group, template_files
+from .llama_server import LlamaServerError, find_llama_server
 from .oracle import OracleClient
 from .scoreboard import render_table, report_json, score, summary_json
 
@@ -62,6 +65,23 @@ def available_models(wanted: bool) -> dict[str, Path]:
     return models
 
 
+def server_e2e_exclusion(args: argparse.Namespace, models: dict[str, Path], templates: list[str] | None) -> str:
+    """Why the server_e2e row is left out of this run ("" when it runs)."""
+    if args.no_server:
+        return "--no-server"
+    if not models:
+        return "--no-models" if args.no_models else "no model available"
+    if templates is not None:
+        return "--templates (the row's case matrix is fixed)"
+    try:
+        find_llama_server(args.server)
+    except LlamaServerError as exc:
+        if args.server:   # asked for by name: a mistake to report, not a row to leave out quietly
+            raise SystemExit(f"llamact.parity: --server: {exc}") from exc
+        return f"llama-server not found: {exc}"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["fuzz"]:
@@ -75,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--templates", help="comma-separated template file stems (default: all)")
     parser.add_argument("--no-models", action="store_true", help="leave out the real-model components")
     parser.add_argument("--no-cache", action="store_true", help="ask the oracle afresh (no answer cache)")
+    parser.add_argument("--no-server", action="store_true",
+                        help="leave out the server_e2e row (which asks llama-server: minutes)")
+    parser.add_argument("--server", help="the llama-server executable (default: the installed one)")
     parser.add_argument("--json", dest="json_path", help="write the summary as JSON here")
     parser.add_argument("--report", help="write the full report (every difference) as JSON here")
     parser.add_argument("--corpus-out", help="write the corpus (JSON lines per component) into this directory")
@@ -94,15 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with OracleClient(args.oracle, cache=not args.no_cache) as oracle:
         corpus = build_corpus(oracle, llama_cpp, models, templates)
-    if models and templates is None:
+    excluded = {"tokenize": "--no-models", "generate_greedy": "--no-models"} if args.no_models else {}
+    server_excluded = server_e2e_exclusion(args, models, templates)
+    if server_excluded:
+        excluded["server_e2e"] = server_excluded
+    else:
         from .server_e2e import add_server_e2e_cases
 
-        # listed only: llama-server is asked once llamact has a runner for the row (issue 12)
-        add_server_e2e_cases(corpus, models, llama_cpp, with_answers=False)
+        add_server_e2e_cases(corpus, models, llama_cpp, with_answers=True, executable=find_llama_server(args.server))
     built = time.perf_counter() - started
-    runners = ModelRunners(models) if models else None
+    runners = ModelRunners(models, llama_cpp) if models else None
     try:
-        excluded = {"tokenize": "--no-models", "generate_greedy": "--no-models"} if args.no_models else {}
         rows = score(corpus, components(runners, corpus), excluded)
     finally:
         if runners is not None:

@@ -13,13 +13,20 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .compare import Ordered
 from .corpus import Case, Corpus
 
 Json = Any
 Runner = Callable[[Case], Json]
+
+
+class Judgement(Protocol):
+    """A judge's verdict with its reason: ``kind`` is the outcome, ``str()`` says why."""
+
+    @property
+    def kind(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -29,8 +36,9 @@ class Component:
     runner: Runner | None = None
     # A deliberate deviation (DESIGN.md "Deviations") is counted apart, never as equal.
     is_deviation: Callable[[Case, Json], bool] | None = None
-    # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different".
-    judge: Callable[[Case, Json], str] | None = None
+    # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different", or a
+    # Judgement whose kind is one of those (its str() is the reason a difference is reported with).
+    judge: Callable[[Case, Json], str | Judgement] | None = None
     # Where object key order is upstream's (compare.py): True for the whole result, or the
     # top-level keys whose values are ordered.
     ordered: Ordered = False
@@ -46,20 +54,42 @@ class Component:
 
 
 class ModelRunners:
-    """llamact's runtime components: tokenization and greedy generation on the real models."""
+    """llamact's runtime components: tokenization, greedy generation and chat completions (the
+    server_e2e row, with ``llama_cpp``: the pinned tree whose templates its cases name) on the real
+    models."""
 
-    def __init__(self, models: dict[str, Path]) -> None:
+    def __init__(self, models: dict[str, Path], llama_cpp: Path | None = None) -> None:
         self._paths = models
+        self._llama_cpp = llama_cpp
         self._engines: dict[tuple[str, int, int, int], Any] = {}
         self._models: dict[str, Any] = {}
+        self._create: Any = None
 
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()
         for model in self._models.values():
             model.close()
+        if self._create is not None:
+            self._create.close()
         self._engines.clear()
         self._models.clear()
+        self._create = None
+
+    @property
+    def runs_server_e2e(self) -> bool:
+        return self._llama_cpp is not None
+
+    def server_e2e(self, case: Case) -> Json:
+        """engine.create() answering a server_e2e case (create_answer.py), with engines configured
+        as the llama-server that answered it."""
+        from .create_answer import CreateRunner
+
+        if self._llama_cpp is None:
+            raise ValueError("ModelRunners was made without llama_cpp: it cannot run server_e2e cases")
+        if self._create is None:
+            self._create = CreateRunner(self._paths, self._llama_cpp)
+        return self._create.run(case)
 
     def _model(self, label: str) -> Any:
         from ..native.model import Model, ModelLoadOptions
@@ -270,6 +300,12 @@ ARENA_RULES = frozenset({"$.rules"})
 ARENA_RULES_IN_PARAMS = frozenset({"$.parser.rules"})
 
 
+def _server_e2e_judge(case: Case, got: Json) -> Judgement:
+    from .server_e2e import judge
+
+    return judge(case, got)
+
+
 def components(model_runners: ModelRunners | None, corpus: Corpus | None = None) -> list[Component]:
     """Every component in pipeline order. Later work plugs its runner in here. ``corpus`` lets the
     msg_diffs runner find the streams its cases belong to."""
@@ -301,7 +337,7 @@ def components(model_runners: ModelRunners | None, corpus: Corpus | None = None)
                   model_runners.tokenize if model_runners else None),
         Component("generate_greedy", "greedy generation with the real models, token for token",
                   model_runners.generate_greedy if model_runners else None),
-        # runner: engine.create() answering a server_e2e case as a ChatAnswer's JSON (issue 12);
-        # judge: lambda case, got: server_e2e.judge(case, got).kind
-        Component("server_e2e", "llama-server itself vs engine.create(): tokens, chunks, messages", None),
+        Component("server_e2e", "llama-server itself vs engine.create(): tokens, chunks, messages",
+                  model_runners.server_e2e if model_runners and model_runners.runs_server_e2e else None,
+                  judge=_server_e2e_judge),
     ]

@@ -58,7 +58,7 @@ def find_llama_server(explicit: str | os.PathLike[str] | None = None) -> Path:
 @dataclass(frozen=True)
 class ServerConfig:
     """How one llama-server is started. Everything that shapes its answers is explicit here, so that
-    llamact can be configured to match (see ``llamact_model_params``)."""
+    llamact can be configured to match (see ``create_answer.engine_params_for``)."""
 
     model: Path
     chat_template_file: Path | None = None   # None: the GGUF's own template
@@ -67,9 +67,16 @@ class ServerConfig:
     n_batch: int = 2048
     n_ubatch: int = 512
     # One thread: on a shared machine more threads than free cores make ggml's spinning thread pool
-    # collapse (tens of times slower). The CPU backend gives every output to one thread, so the
-    # thread count does not change the numbers; benchmarks that compare speed pass their own.
+    # collapse (tens of times slower). The thread count can change the numbers (how a product is
+    # split; measured: gemma3 Mistral-Nemo/required, greedy, parts at its 4th token between 1 and 2
+    # threads), so llamact is compared with the same count; benchmarks that compare speed pass their own.
     n_threads: int = 1
+    # Sliding-window layers keep every position, as llamact's contexts do. Without it llama-server
+    # splits a prompt for an SWA model (Gemma 3) into several batches, to checkpoint the window
+    # before the last user message and 4 + n_ubatch and 4 tokens before the end (server-context.cpp,
+    # do_checkpoint); logits depend on how a prompt is batched, so greedy answers then part at near
+    # ties. With it the server evaluates the prompt in n_batch pieces, as llamact does.
+    swa_full: bool = True
 
     def arguments(self, port: int) -> list[str]:
         args = [
@@ -84,6 +91,8 @@ class ServerConfig:
             "--temp", "0", "--seed", "0",
             "--no-warmup", "--offline", "--no-webui",
         ]
+        if self.swa_full:
+            args.append("--swa-full")
         if self.chat_template_file is not None:
             args += ["--chat-template-file", str(self.chat_template_file)]
         return args

@@ -92,8 +92,10 @@ def judge(component: Component, case: Case) -> Verdict:
         return Verdict("deviation", "", got)
     if component.judge is not None and (raised is None or isinstance(raised, LlamaException)):
         # a component with its own notion of equality (server_e2e) judges errors too
-        outcome = component.judge(case, got)
-        return Verdict(outcome, "" if outcome in ("equal", "deviation") else "different (judged)", got)
+        judged = component.judge(case, got)
+        outcome = judged if isinstance(judged, str) else judged.kind
+        reason = "different (judged)" if isinstance(judged, str) else str(judged)
+        return Verdict(outcome, "" if outcome in ("equal", "deviation") else reason, got)
     if raised is not None and not isinstance(raised, LlamaException):
         return Verdict("crash", "crash: " + str(got["crash"]["exception"]), got)
     if raised is not None:

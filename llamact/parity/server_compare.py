@@ -15,9 +15,14 @@ deviations may explain one, and the verdict names each that did:
   except for Qwen3-Coder);
 * ``5-streaming``: the stream differs but llamact's stream reassembles to llamact's final message (named
   only when the final messages agree; otherwise their deviations are why the streams differ); on
-  ``length`` llamact's calls are a prefix of the server's (the unfinished call withheld);
+  ``length`` llamact's calls are a prefix of the server's and its content a prefix of the server's
+  content (the unfinished call withheld: a partial call, or the unread tail of the output that
+  upstream's final parse gives as content);
 * ``9-named-tool-choice``: a named ``tool_choice`` (llama-server runs it as "auto"): llamact's answer is
-  a call of that function only, valid for its schema, with no content. Nothing else is compared.
+  a call of that function only, valid for its schema, with no content. Nothing else is compared (the
+  prompts are, when the server answered; when its parser failed on the unconstrained output, there is
+  no server prompt to compare). Or llamact refused the request with LlamaUnsupportedException naming
+  the tool, where its template has no tool-call format to force (chat/named_tool.py).
 
 A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
 before any output-side behaviour.
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import LlamaUnsupportedException
 from .chat_answer import ChatAnswer
 from .server_cases import E2ECase
 
@@ -180,9 +186,14 @@ def _explains_reasoning(case: E2ECase, server: str, llamact: str) -> bool:
 def _explains_calls(case: E2ECase, s: ChatAnswer, ll: ChatAnswer) -> str | None:
     """The deviation that explains different tool calls / content in the final message, if any."""
     server_calls, llamact_calls = _calls(s.final), _calls(ll.final)
-    if (s.final_finish_reason == "length" and len(llamact_calls) < len(server_calls)
-            and llamact_calls == server_calls[:len(llamact_calls)] and s.final["content"] == ll.final["content"]):
-        return STREAMING   # the unfinished call withheld
+    if s.final_finish_reason == "length" and llamact_calls == server_calls[:len(llamact_calls)]:
+        # the unfinished call withheld: a call upstream's final parse gave, or the tail of the output
+        # it could not read and gave as content (llamact's last partial parse stands)
+        s_content, l_content = s.final["content"], ll.final["content"]
+        withheld = s_content[len(l_content):] if s_content.startswith(l_content) else None
+        if (len(llamact_calls) < len(server_calls) and withheld == "") or (
+                withheld and s.text.endswith(withheld)):
+            return STREAMING
     if "<function=" in s.text:
         typed = [_typed_as_schema(case, c) for c in server_calls]
         expected = [c for c in typed if arguments_are_valid(case, c["name"], c["arguments"])]
@@ -209,11 +220,24 @@ def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
     return Verdict("deviation", (NAMED_TOOL_CHOICE,))
 
 
+def _refuses_named_choice(case: E2ECase, failure: Exception | str) -> bool:
+    """llamact refused to force the named call (its template has no tool-call format it can
+    constrain: chat/named_tool.py), naming the tool."""
+    return (isinstance(failure, LlamaUnsupportedException)
+            and failure.details.get("tool_choice") == case.tool_choice["function"]["name"])
+
+
 def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAnswer | Exception | str,
             *, upstream_compat: bool = False) -> Verdict:
     """The verdict on llamact's answer to ``case`` against llama-server's (an exception or message
     stands for a side that failed: both failing is equal)."""
     if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
+        if case.named_tool_choice and not upstream_compat:
+            if isinstance(llamact, ChatAnswer):
+                # the server ran the request as "auto" and its parser failed on the free output
+                return _named_choice(case, llamact)
+            if isinstance(server, ChatAnswer) and _refuses_named_choice(case, llamact):
+                return Verdict("deviation", (NAMED_TOOL_CHOICE,))
         if not isinstance(server, ChatAnswer) and not isinstance(llamact, ChatAnswer):
             return Verdict("equal")
         failed, answered = ("server", "llamact") if not isinstance(server, ChatAnswer) else ("llamact", "server")

@@ -22,10 +22,11 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .. import errors
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case, Corpus
 from .llama_server import LlamaServer, LlamaServerError, ServerConfig
@@ -86,8 +87,9 @@ def run_server_cases(cases: Iterable[E2ECase], models: dict[str, Path], llama_cp
         groups.setdefault(case.server_key(), []).append(case)
     records: dict[str, ServerRecord] = {}
     for (model, _template, reasoning_format), group in groups.items():
-        threads = {"n_threads": n_threads} if n_threads else {}
-        config = ServerConfig(models[model], group[0].template_path(llama_cpp), reasoning_format, **threads)
+        config = ServerConfig(models[model], group[0].template_path(llama_cpp), reasoning_format)
+        if n_threads:
+            config = replace(config, n_threads=n_threads)
         with LlamaServer(config, executable) as server:
             for case in group:
                 started = time.perf_counter()
@@ -113,28 +115,53 @@ COMPONENT = "server_e2e"
 def add_server_e2e_cases(corpus: Corpus, models: dict[str, Path], llama_cpp: Path, *, with_answers: bool,
                          executable: Path | None = None) -> None:
     """The row's cases for the models at hand. ``with_answers`` asks llama-server (minutes); without
-    it the cases are listed with no answer, which is enough to count them while llamact has no runner.
+    it the cases are listed with no answer (counted, never judged equal).
     """
     cases = [c for c in e2e_cases() if c.model in models]
     records = run_server_cases(cases, models, llama_cpp, executable) if with_answers else {}
     for e2e in cases:
-        record = records.get(e2e.id)
-        corpus.add(Case(COMPONENT, f"{COMPONENT}/{e2e.id}", e2e.template, asdict(e2e),
-                        record.to_json() if record is not None else None))
+        corpus.add(row_case(e2e, records.get(e2e.id)))
+
+
+def row_case(e2e: E2ECase, record: ServerRecord | None) -> Case:
+    """The scoreboard's case for ``e2e``, with the server's record as the expected answer."""
+    return Case(COMPONENT, f"{COMPONENT}/{e2e.id}", e2e.template, asdict(e2e),
+                record.to_json() if record is not None else None)
+
+
+def judge_answers(cases: Iterable[E2ECase], records: dict[str, ServerRecord], runner: Any) -> dict[str, Verdict]:
+    """Every case's verdict as the scoreboard reaches it: ``runner.run`` (create_answer.CreateRunner)
+    answers the row's case, :func:`judge` compares that with the server's record."""
+    verdicts: dict[str, Verdict] = {}
+    for e2e in cases:
+        case = row_case(e2e, records.get(e2e.id))
+        verdicts[e2e.id] = judge(case, runner.run(case))
+    return verdicts
 
 
 def case_from_input(data: Json) -> E2ECase:
     return E2ECase(**{**data, "stop": tuple(data.get("stop") or ())})
 
 
+def _failure(got: Json) -> Exception | str:
+    """What llamact raised, from the runner's ``{"error": {"exception", "message", "details"}}``: the
+    LlamaException itself where it names one, else the JSON as text."""
+    error = (got.get("error") or got.get("raised")) if isinstance(got, dict) else None
+    if isinstance(error, dict):
+        kind = getattr(errors, str(error.get("exception")), None)
+        if isinstance(kind, type) and issubclass(kind, errors.LlamaException):
+            return kind(str(error.get("message", "")), error.get("details") or {})
+    return json.dumps(got)
+
+
 def judge(case: Case, got: Json, *, upstream_compat: bool = False) -> Verdict:
     """The scoreboard's verdict on a runner's answer: ``got`` is a ChatAnswer's JSON, or
-    ``{"error": {...}}`` when llamact raised."""
+    ``{"error": {...}}`` when llamact raised (``{"raised": {...}}`` when it raised past the runner)."""
     expected = case.expected or {}
     server: ChatAnswer | str = (ChatAnswer.from_json(expected["answer"]) if expected.get("answer") is not None
                                 else str(expected.get("error")))
-    llamact: ChatAnswer | str = (ChatAnswer.from_json(got) if isinstance(got, dict) and "error" not in got
-                                 else json.dumps(got))
+    failed = not isinstance(got, dict) or "error" in got or "raised" in got
+    llamact: ChatAnswer | Exception | str = (_failure(got) if failed else ChatAnswer.from_json(got))
     return compare(case_from_input(case.input), server, llamact, upstream_compat=upstream_compat)
 
 

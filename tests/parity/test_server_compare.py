@@ -199,6 +199,30 @@ def test_withheld_unfinished_call_on_length_is_deviation_5() -> None:
     assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
 
 
+def test_withheld_unreadable_call_text_on_length_is_deviation_5() -> None:
+    """Cut inside a call that upstream's final parse cannot read: the server's final message gives the
+    unread tail of the output as content (its stream does not), llamact withholds it (the last partial
+    parse stands). Only a tail of the raw output may be withheld so: other content is a difference."""
+    text = 'Sure.\n<tool_call>\n{"name": "'
+    server = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>\n{\"name\": \""},
+                    finish="length", text=text)
+    llamact = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure."}, finish="length", text=text)
+    assert compare(CASE, server, llamact).deviations == (STREAMING,)
+    assert compare(CASE, server, llamact, upstream_compat=True).kind == "different"
+    # what llamact keeps must be the server's content up to the withheld tail
+    other = answer([{"content": "Sure!"}], {"role": "assistant", "content": "Sure!"}, finish="length", text=text)
+    assert compare(CASE, server, other).kind == "different"
+    # and the withheld text must be a tail of the output, not any text
+    invented = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>"}, finish="length",
+                      text=text)
+    assert compare(CASE, invented, llamact).kind == "different"
+    # not when generation ended: then the final parse read the whole output
+    ended = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure.\n<tool_call>\n{\"name\": \""},
+                   finish="stop", text=text)
+    ended_llamact = answer([{"content": "Sure."}], {"role": "assistant", "content": "Sure."}, finish="stop", text=text)
+    assert compare(CASE, ended, ended_llamact).kind == "different"
+
+
 def test_qwen_xml_validation_drops_invalid_calls_and_keeps_strings_as_strings() -> None:
     text = ('<tool_call>\n<function=search_flights>\n<parameter=origin>\n123\n</parameter>\n<parameter=destination>\n'
             'Rome\n</parameter>\n<parameter=passengers>\n2\n</parameter>\n</function>\n</tool_call>')
@@ -240,6 +264,44 @@ def test_named_tool_choice_wants_one_valid_call_of_that_function() -> None:
     assert compare(case, server, answer([], {"role": "assistant", "content": "Sunny"})).kind == "different"
     # with upstream_compat the named choice is "auto", as on the server: the tokens must agree
     assert compare(case, server, call_answer(), upstream_compat=True).kind == "different"
+
+
+def test_named_tool_choice_where_the_server_failed_or_llamact_refused() -> None:
+    from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
+
+    case = E2ECase("n", "gemma3", "meta-llama-Llama-3.2-3B-Instruct", WEATHER_CALLS, TOOLS, NAMED_WEATHER)
+    parse_failed = "/v1/chat/completions: error event: the model produced output that does not match the format"
+    # the server ran it as "auto" and could not parse the free output: llamact's forced call still must be one
+    assert compare(case, parse_failed, call_answer()).deviations == (NAMED_TOOL_CHOICE,)
+    assert compare(case, parse_failed, answer([], {"role": "assistant", "content": "Sunny"})).kind == "different"
+    assert compare(case, parse_failed, call_answer(), upstream_compat=True).kind == "different"
+    # llamact refused: its template has no tool-call format to force (chat/named_tool.py)
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    refused = LlamaUnsupportedException("no tool-call format", {"tool_choice": "get_weather"})
+    assert compare(case, server, refused).deviations == (NAMED_TOOL_CHOICE,)
+    assert compare(case, server, refused, upstream_compat=True).kind == "different"
+    for other in (LlamaUnsupportedException("no", {"tool_choice": "search_flights"}), LlamaUnsupportedException("no"),
+                  LlamaInferenceException("no", {"tool_choice": "get_weather"}), "refused"):
+        assert compare(case, server, other).kind == "different"
+    # not for other tool choices
+    assert compare(CASE, server, refused).kind == "different"
+    assert compare(CASE, parse_failed, call_answer()).kind == "different"
+
+
+def test_the_row_judges_llamact_errors_as_the_exceptions_raised() -> None:
+    from dataclasses import asdict
+
+    from llamact.parity.corpus import Case
+    from llamact.parity.server_e2e import judge
+
+    case = E2ECase("n", "smollm2", OWN_TEMPLATE, WEATHER_CALLS, TOOLS, NAMED_WEATHER)
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    record = {"case_id": "n", "template_now": 0.0, "seconds": 0.0, "error": None, "answer": server.to_json()}
+    row_case = Case("server_e2e", "n", case.template, json.loads(json.dumps(asdict(case))), record)
+    error = {"exception": "LlamaUnsupportedException", "message": "no", "details": {"tool_choice": "get_weather"}}
+    assert judge(row_case, {"error": error}).kind == "deviation"
+    assert judge(row_case, {"raised": error}).kind == "deviation"
+    assert judge(row_case, {"error": {**error, "exception": "ValueError"}}).kind == "different"
 
 
 def test_call_validation_follows_the_tool_schemas() -> None:
@@ -306,3 +368,26 @@ def test_scoreboard_row_counts_the_comparators_verdicts() -> None:
     row = score_component(component, cases)
     assert (row.equal, row.different, row.error, row.deviation) == (2, 1, 0, 0)
     assert row.differences[0]["id"] == "tokens"
+
+
+def test_the_scoreboard_says_why_the_row_is_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from llamact.parity.__main__ import server_e2e_exclusion
+
+    def args(**kw: Json) -> argparse.Namespace:
+        return argparse.Namespace(**{"no_server": False, "no_models": False, "server": None, **kw})
+
+    models = {"smollm2": tmp_path / "m.gguf"}
+    assert server_e2e_exclusion(args(no_server=True), models, None) == "--no-server"
+    assert server_e2e_exclusion(args(no_models=True), {}, None) == "--no-models"
+    assert server_e2e_exclusion(args(), {}, None) == "no model available"
+    assert server_e2e_exclusion(args(), models, ["Qwen-Qwen3-0.6B"]).startswith("--templates")
+    # no installed llama-server: left out, saying where it was looked for
+    monkeypatch.setenv("LLAMACT_BIN_DIR", str(tmp_path))
+    monkeypatch.setattr("llamact.parity.llama_server.__file__", str(tmp_path / "parity" / "llama_server.py"))
+    why = server_e2e_exclusion(args(), models, None)
+    assert why.startswith("llama-server not found") and str(tmp_path) in why
+    # one named on the command line that is not there is an error, not a quiet exclusion
+    with pytest.raises(SystemExit, match="--server"):
+        server_e2e_exclusion(args(server=str(tmp_path / "nope")), models, None)

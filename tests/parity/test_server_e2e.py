@@ -1,7 +1,10 @@
-"""The server_e2e harness against the real llama-server: until ``engine.create()`` answers the cases,
-llama-server is compared with itself across two runs, each in fresh server processes. Equal answers
-(prompt and generated tokens, chunks, messages, usage, timing counts) show that an answer is a
-function of the request alone, which the comparison with llamact relies on."""
+"""The server_e2e row against the real llama-server.
+
+* llama-server compared with itself across two runs, each in fresh server processes, on a subset:
+  equal answers (prompt and generated tokens, chunks, messages, usage, timing counts) show that an
+  answer is a function of the request alone, which the comparison with llamact relies on;
+* llamact's ``engine.create()`` compared with llama-server on every case (create_answer.py): each
+  verdict is "equal", or a "deviation" that server_compare names (DESIGN.md deviations 2-5, 9)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from llamact.parity.create_answer import CreateRunner
 from llamact.parity.server_cases import e2e_cases
 from llamact.parity.server_compare import compare
-from llamact.parity.server_e2e import run_server_cases
+from llamact.parity.server_e2e import ServerRecord, judge_answers, run_server_cases
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -45,3 +49,21 @@ def test_llama_server_answers_are_deterministic(repo_root: Path, smollm2_path: P
     # the tool call was read from the stream, under the grammar
     call = first["smollm2/google-gemma-4-31B-it/required"].answer
     assert call is not None and (call.finish_reason == "tool_calls") == bool(call.message["tool_calls"])
+
+
+def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, smollm2_path: Path, gemma3_path: Path,
+                                                         llama_server_bin: Path) -> None:
+    cases = e2e_cases()
+    models = {"smollm2": smollm2_path, "gemma3": gemma3_path}
+    llama_cpp = repo_root / "vendor" / "llama.cpp"
+    records: dict[str, ServerRecord] = run_server_cases(cases, models, llama_cpp, llama_server_bin)
+    with CreateRunner(models, llama_cpp) as runner:
+        verdicts = judge_answers(cases, records, runner)
+    assert len(verdicts) == len(cases)
+    for case in cases:   # the server's answers are themselves sound
+        answer = records[case.id].answer
+        assert answer is None or not answer.problems, (case.id, answer.problems)
+    different = {case_id: str(v) for case_id, v in verdicts.items() if v.kind not in ("equal", "deviation")}
+    assert not different, different
+    # every deviation names the ones that explain it
+    assert all(v.deviations for v in verdicts.values() if v.kind == "deviation")
