@@ -43,8 +43,10 @@ def engine_params_for(config: ServerConfig) -> Any:
 class CreateRunner:
     """engine.create() on the server_e2e cases, one engine per model (loaded on first use)."""
 
-    def __init__(self, models: dict[str, Path], llama_cpp: Path, n_threads: int | None = None) -> None:
+    def __init__(self, models: dict[str, Path], llama_cpp: Path, n_threads: int | None = None, *,
+                 upstream_compat: bool = False) -> None:
         self._paths = models
+        self.upstream_compat = upstream_compat  # create()'s flag: DESIGN's output deviations 2-5 off
         self._llama_cpp = llama_cpp
         self._n_threads = n_threads
         self._engines: dict[str, Any] = {}
@@ -77,7 +79,7 @@ class CreateRunner:
         engine = self.engine(case.model)
         kwargs = case.create_kwargs(self._llama_cpp)
         params = GenerationParams(**kwargs.pop("params"))
-        kwargs.update(params=params, template_now=template_now)
+        kwargs.update(params=params, template_now=template_now, upstream_compat=self.upstream_compat)
 
         chunks: list[Json] = []
         with engine.create(**kwargs) as stream:

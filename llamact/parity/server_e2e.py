@@ -135,7 +135,7 @@ def judge_answers(cases: Iterable[E2ECase], records: dict[str, ServerRecord], ru
     verdicts: dict[str, Verdict] = {}
     for e2e in cases:
         case = row_case(e2e, records.get(e2e.id))
-        verdicts[e2e.id] = judge(case, runner.run(case))
+        verdicts[e2e.id] = judge(case, runner.run(case), upstream_compat=getattr(runner, "upstream_compat", False))
     return verdicts
 
 

@@ -4,7 +4,9 @@
   equal answers (prompt and generated tokens, chunks, messages, usage, timing counts) show that an
   answer is a function of the request alone, which the comparison with llamact relies on;
 * llamact's ``engine.create()`` compared with llama-server on every case (create_answer.py): each
-  verdict is "equal", or a "deviation" that server_compare names (DESIGN.md deviations 2-5, 9)."""
+  verdict is "equal", or a "deviation" that server_compare names (DESIGN.md deviations 2-5, 9);
+  and with ``upstream_compat=True``, equal on every case but the named tool choices (deviation 9,
+  which the flag does not switch off). Both read one run of the server over every case."""
 
 from __future__ import annotations
 
@@ -51,12 +53,22 @@ def test_llama_server_answers_are_deterministic(repo_root: Path, smollm2_path: P
     assert call is not None and (call.finish_reason == "tool_calls") == bool(call.message["tool_calls"])
 
 
-def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, smollm2_path: Path, gemma3_path: Path,
-                                                         llama_server_bin: Path) -> None:
+@pytest.fixture(scope="module")
+def models(smollm2_path: Path, gemma3_path: Path) -> dict[str, Path]:
+    return {"smollm2": smollm2_path, "gemma3": gemma3_path}
+
+
+@pytest.fixture(scope="module")
+def server_records(repo_root: Path, models: dict[str, Path], llama_server_bin: Path) -> dict[str, ServerRecord]:
+    """llama-server's answer to every case (minutes: asked once for the tests below)."""
+    return run_server_cases(e2e_cases(), models, repo_root / "vendor" / "llama.cpp", llama_server_bin)
+
+
+def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, models: dict[str, Path],
+                                                         server_records: dict[str, ServerRecord]) -> None:
     cases = e2e_cases()
-    models = {"smollm2": smollm2_path, "gemma3": gemma3_path}
     llama_cpp = repo_root / "vendor" / "llama.cpp"
-    records: dict[str, ServerRecord] = run_server_cases(cases, models, llama_cpp, llama_server_bin)
+    records = server_records
     with CreateRunner(models, llama_cpp) as runner:
         verdicts = judge_answers(cases, records, runner)
     assert len(verdicts) == len(cases)
@@ -67,3 +79,18 @@ def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, smoll
     assert not different, different
     # every deviation names the ones that explain it
     assert all(v.deviations for v in verdicts.values() if v.kind == "deviation")
+
+
+def test_engine_create_with_upstream_compat_is_llama_server(repo_root: Path, models: dict[str, Path],
+                                                           server_records: dict[str, ServerRecord]) -> None:
+    # upstream_compat=True switches the output deviations (2-5) off: every answer must then be the
+    # server's, chunk for chunk. Named tool choice (deviation 9) is a request llama-server does not
+    # serve (it runs it as "auto"); the flag leaves it on, so those cases are not judged here.
+    cases = e2e_cases()
+    with CreateRunner(models, repo_root / "vendor" / "llama.cpp", upstream_compat=True) as runner:
+        verdicts = judge_answers(cases, server_records, runner)
+    assert len(verdicts) == len(cases)
+    not_equal = {case.id: str(verdicts[case.id]) for case in cases
+                 if verdicts[case.id].kind != "equal" and not case.named_tool_choice}
+    assert not not_equal, not_equal
+    assert sum(case.named_tool_choice for case in cases) < len(cases) // 4
