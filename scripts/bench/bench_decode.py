@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cpu_meter import CpuMeter  # this folder's (the script's directory is on sys.path)
+
 TARGET = 0.97
 NEVER_STOP = "<|never|>"  # a stop string that never occurs: the matcher still runs on every piece
 TG_PROMPT = "Once upon a time"
@@ -409,46 +411,6 @@ class LlamactBench:
 
 # ----------------------------------------------------------------------------------------------
 # main
-
-
-class CpuMeter:
-    """How much of the machine other processes used during a window (Linux ``/proc/stat``).
-
-    busy CPU time of the whole machine minus this process's and its waited-for children's, over
-    wall time x cores. A sample taken while others used more than ``CLEAN_BELOW`` of the machine is
-    "busy": with as many threads as cores, every cycle someone else takes stalls llama.cpp's spin
-    barriers, and such samples measure the neighbours, not llamact.
-    """
-
-    def __init__(self) -> None:
-        self.available = os.path.exists("/proc/stat")
-        self.tick = os.sysconf("SC_CLK_TCK") if self.available else 100
-        self.cores = os.cpu_count() or 1
-
-    def _busy(self) -> float:
-        if not self.available:
-            return 0.0
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-        return (sum(vals) - vals[3] - vals[4]) / self.tick
-
-    @staticmethod
-    def _own() -> float:
-        import resource  # Unix only, like /proc/stat
-
-        ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return time.process_time() + ch.ru_utime + ch.ru_stime
-
-    def start(self) -> tuple[float, float, float]:
-        return time.perf_counter(), self._busy(), self._own() if self.available else 0.0
-
-    def others(self, mark: tuple[float, float, float]) -> float:
-        """Fraction of the machine used by other processes since ``mark`` (0 where unknown)."""
-        if not self.available:
-            return 0.0
-        wall = time.perf_counter() - mark[0]
-        other = (self._busy() - mark[1]) - (self._own() - mark[2])
-        return max(0.0, other / (wall * self.cores)) if wall > 0 else 0.0
 
 
 CLEAN_BELOW = 0.10

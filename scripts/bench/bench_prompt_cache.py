@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cpu_meter import CpuMeter  # this folder's (the script's directory is on sys.path)
+
 SYSTEM = "You are a helpful assistant. Answer in one or two sentences."
 HISTORY = [
     ("What is the capital of France?", "The capital of France is Paris."),
@@ -180,41 +182,6 @@ def find_peer(venv: Path) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# the machine's other load
-
-
-class CpuMeter:
-    """The share of the machine other processes used during a window (``/proc/stat``, Linux):
-    machine busy time minus this process's and the peer's, over wall time x cores."""
-
-    def __init__(self, peer: Peer | None) -> None:
-        self.available = os.path.exists("/proc/stat")
-        self.tick = os.sysconf("SC_CLK_TCK") if self.available else 100
-        self.cores = os.cpu_count() or 1
-        self.peer = peer
-
-    def _busy(self) -> float:
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:9]]
-        return (sum(vals) - vals[3] - vals[4]) / self.tick
-
-    def _own(self) -> float:
-        return time.process_time() + (self.peer.cpu_seconds() if self.peer else 0.0)
-
-    def start(self) -> tuple[float, float, float]:
-        if not self.available:
-            return time.perf_counter(), 0.0, 0.0
-        return time.perf_counter(), self._busy(), self._own()
-
-    def others(self, mark: tuple[float, float, float]) -> float:
-        if not self.available:
-            return 0.0
-        wall = time.perf_counter() - mark[0]
-        other = (self._busy() - mark[1]) - (self._own() - mark[2])
-        return max(0.0, other / (wall * self.cores)) if wall > 0 else 0.0
-
-
-# ----------------------------------------------------------------------------------------------
 # the chat and the measurements
 
 
@@ -303,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     for row, cache in cases:  # warm-up: pages, threads, caches
         runners[row](cache)
 
-    meter = CpuMeter(peer)
+    meter = CpuMeter(peer.cpu_seconds if peer is not None else None)
     samples: dict[tuple[str, bool], list[tuple[float, float]]] = {case: [] for case in cases}
     first_tokens: dict[tuple[str, bool], set[int]] = {case: set() for case in cases}
     started = time.perf_counter()
