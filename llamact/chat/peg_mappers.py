@@ -352,10 +352,11 @@ def map_tags(nodes: Iterable[AstNode]) -> dict[str, str]:
 # --- the gemma4 and minimax-m3 mappers: reasoning / content / tool tags, found top-down ----------
 
 
-def _visit_top_tags(nodes: Iterable[AstNode], content: list[str], reasoning: list[str],
+def visit_top_tags(nodes: Iterable[AstNode], content: list[str], reasoning: list[str],
                     on_tool: Callable[[AstNode], None]) -> None:
-    """Both mappers' ``visit``: a reasoning, content or tool node is handled and not descended;
-    any other node's children are visited (untagged subtrees hold none of those)."""
+    """Both mappers' ``visit``, and deviation 4's streamed view: a reasoning, content or tool node
+    is handled and not descended; any other node's children are visited (untagged subtrees hold
+    none of those)."""
     stack = list(nodes)
     stack.reverse()
     while stack:
@@ -383,7 +384,7 @@ def _map_top_tags(nodes: Iterable[AstNode], tool_call: Callable[[AstNode], ToolC
         if call is not None:
             calls.append(call)
 
-    _visit_top_tags(nodes, content, reasoning, on_tool)
+    visit_top_tags(nodes, content, reasoning, on_tool)
     # no whitespace-only reasoning discard here: these mappers replace the base from_ast
     return ChatMessage(role="assistant", content="".join(content), reasoning_content="".join(reasoning),
                        tool_calls=calls)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 
 from ...peg.ast import AstNode
-from ..peg_builder import CONTENT, REASONING, TOOL
+from ..peg_mappers import visit_top_tags
 
 __all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "content_and_thoughts", "join_thoughts",
            "stable_open_thought", "thoughts", "unescape"]
@@ -51,19 +51,7 @@ def content_and_thoughts(nodes: Iterable[AstNode]) -> tuple[str, list[str]]:
     tool calls (the whole message is mapped once, at the end)."""
     content: list[str] = []
     out: list[str] = []
-    stack = list(nodes)
-    stack.reverse()
-    while stack:
-        node = stack.pop()
-        if not node.has_tags:
-            continue
-        tag = node.tag
-        if tag == REASONING:
-            out.append(node.sanitized_text())
-        elif tag == CONTENT:
-            content.append(node.sanitized_text())
-        elif tag != TOOL:
-            stack.extend(reversed(node.children))
+    visit_top_tags(nodes, content, out, lambda _tool: None)
     return "".join(content), out
 
 
