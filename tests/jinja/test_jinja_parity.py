@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from llamact.parity.corpus import Corpus, _template_jinja_cases, template_files
 from llamact.jinja import render
+from llamact.parity.corpus import Corpus, _template_jinja_cases, template_files
 from llamact.parity.upstream_vectors import jinja_vectors
 
 pytestmark = pytest.mark.parity
