@@ -13,6 +13,7 @@ from .engine import (
     StopReason,
     Timings,
 )
+from .engine.structured import parse_structured_json
 from .errors import (
     LlamaContextException,
     LlamaException,
@@ -21,6 +22,9 @@ from .errors import (
     LlamaStateException,
     LlamaUnsupportedException,
 )
+from .session import ChatSession, SessionStream, TemplateTimeChatSession
+from .session.tool_functions import Tool
+from .session.tools import ToolCallRequest, ToolLoopResult
 
 __version__ = "0.1.0"
 
@@ -33,6 +37,13 @@ __all__ = [
     "ModelParams",
     "StopReason",
     "Timings",
+    "ChatSession",
+    "TemplateTimeChatSession",
+    "SessionStream",
+    "Tool",
+    "ToolCallRequest",
+    "ToolLoopResult",
+    "parse_structured_json",
     "LlamaException",
     "LlamaModelException",
     "LlamaContextException",

@@ -316,5 +316,16 @@ class LlamaEngine:
         with self.create(messages, **kwargs) as stream:
             return stream.completion()
 
+    def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
+        """The reply to ``messages`` constrained to ``output``'s schema and returned as an ``output``
+        value: ``output`` is a pydantic model class, a TypedDict or dataclass, or a JSON schema dict
+        (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
+        schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
+        for an answer that is cut off or does not validate. Other keywords go to ``create()``."""
+        from .structured import response_format_for, validate_output
+
+        reply = self.create_completion(messages, response_format=response_format_for(output), **kwargs)
+        return validate_output(output, reply.content, reply.finish_reason)
+
 
 __all__ = ["LlamaEngine", "StopReason"]
