@@ -5,6 +5,8 @@ The public API is what this module exports; everything else may change.
 
 from ._build import build_info
 from .engine import (
+    AsyncChatStream,
+    AsyncLlamaEngine,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
@@ -37,6 +39,8 @@ __all__ = [
     "ModelParams",
     "StopReason",
     "Timings",
+    "AsyncChatStream",
+    "AsyncLlamaEngine",
     "ChatSession",
     "TemplateTimeChatSession",
     "SessionStream",
