@@ -211,7 +211,16 @@ class ChatSession:
 
         return fit_history(self.history, count, budget)
 
-    def _start(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None, **options: Any) -> ChatStream:
+    def request_template(self, *, tools: Any = None, tool_choice: Any = "auto",
+                         params: GenerationParams | None = None, **options: Any) -> Any:
+        """The ``ChatTemplateResult`` (prompt, grammar, ...) the next request would be sent with: the
+        fitted history answered as it stands (raises LlamaContextException when it does not fit)."""
+        options.setdefault("template_now", self._clock())
+        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
+        return self.engine.chat_template(messages, tools=tools, tool_choice=tool_choice, **self._options(**options))
+
+    def _request_messages(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None,
+                          **options: Any) -> list[dict[str, Any]]:
         params = params or self.params
         fit = self.fit(tools=tools, tool_choice=tool_choice, params=params, **options)
         self.last_request_fit_context = fit.fits
@@ -224,7 +233,12 @@ class ChatSession:
                 f"reply's {max(params.max_tokens, 0)}; shorten the message or raise n_ctx",
                 {"prompt_tokens": fit.n_tokens, "dropped": fit.start})
         head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        messages = head + self.history[fit.start:]
+        return head + self.history[fit.start:]
+
+    def _start(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None, **options: Any) -> ChatStream:
+        params = params or self.params
+        options.setdefault("template_now", self._clock())  # one clock for the budget and the prompt
+        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
         return self.engine.create(messages, tools=tools, tool_choice=tool_choice, params=params,
                                   **self._options(**options))
 

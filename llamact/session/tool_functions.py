@@ -68,8 +68,18 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    function: Callable[..., Any]
-    arguments_model: type[BaseModel]
+    function: Callable[..., Any] | None
+    arguments_model: type[BaseModel] | None
+
+    @classmethod
+    def declared(cls, spec: Mapping[str, Any]) -> Tool:
+        """A tool the model may call but Python does not run (an OpenAI tool dict): the loop stops
+        with ``unhandled_tool_calls`` and hands its calls to the caller."""
+        fn = spec.get("function") if isinstance(spec, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            raise LlamaStateException(f"a declared tool must be an OpenAI tool dict with function.name, got {spec!r}")
+        return cls(fn["name"], str(fn.get("description", "")), dict(fn.get("parameters") or {"type": "object"}),
+                   None, None)
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], name: str | None = None) -> Tool:
@@ -108,12 +118,16 @@ class Tool:
     def validate(self, arguments: str | Mapping[str, Any]) -> dict[str, Any]:
         """The arguments, parsed, validated and converted to the annotated types (raises
         ``json.JSONDecodeError`` or ``pydantic.ValidationError``)."""
+        if self.arguments_model is None:
+            raise LlamaStateException(f"tool {self.name} is declared only: it has no function to validate for")
         raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
         validated = self.arguments_model.model_validate(raw)
         return {name: getattr(validated, name) for name in type(validated).model_fields}
 
     def invoke(self, arguments: str | Mapping[str, Any]) -> Any:
         """Validate ``arguments`` and call the function (awaiting it when it is async)."""
+        if self.function is None:
+            raise LlamaStateException(f"tool {self.name} is declared only: the caller runs it")
         result = self.function(**self.validate(arguments))
         if inspect.isawaitable(result):
             return _await(result)
@@ -132,8 +146,13 @@ def _await(awaitable: Any) -> Any:
         return pool.submit(asyncio.run, run()).result()
 
 
-def as_tool(tool: Tool | Callable[..., Any]) -> Tool:
-    return tool if isinstance(tool, Tool) else Tool.from_function(tool)
+def as_tool(tool: Tool | Callable[..., Any] | Mapping[str, Any]) -> Tool:
+    """A Tool from a function, an OpenAI tool dict (declared only), or a Tool."""
+    if isinstance(tool, Tool):
+        return tool
+    if isinstance(tool, Mapping):
+        return Tool.declared(tool)
+    return Tool.from_function(tool)
 
 
 def tool_result_text(value: Any) -> str:

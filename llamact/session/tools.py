@@ -14,8 +14,9 @@ Stop reasons:
 - ``completed``: a reply without tool calls (the final answer, in the history).
 - ``max_rounds``: the ``max_rounds``-th reply still called tools; they were not run and are in
   ``pending_tool_calls`` (the reply stays in the history: answer them with ``tool`` messages).
-- ``unhandled_tool_calls``: the reply called a function that is not among ``tools``; none of its
-  calls were run (all are in ``pending_tool_calls``; the reply stays in the history).
+- ``unhandled_tool_calls``: the reply called a tool Python does not run (one given as an OpenAI
+  tool dict, declared only) or one not among ``tools``; none of its calls were run (all are in
+  ``pending_tool_calls``; the reply stays in the history, for the caller to answer).
 - ``context_exceeded``: the next request did not fit the context, or generation filled it.
 - ``truncated``: the reply hit ``max_tokens``.
 - ``cancelled``: ``session.cancel()`` (or ``engine.cancel()`` during a generation).
@@ -27,7 +28,7 @@ ends with what came before that round. The rounds before it stay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -101,13 +102,15 @@ def _run_call(call: ToolCallRequest, on_tool_call: OnToolCall | None,
     return tool_result_text(value)
 
 
-def run_tool_loop(session: ChatSession, content: Any, tools: Sequence[Tool | Callable[..., Any]], *,
+def run_tool_loop(session: ChatSession, content: Any,
+                  tools: Sequence[Tool | Callable[..., Any] | Mapping[str, Any]], *,
                   max_rounds: int = 5, tool_choice: Any = "auto", on_tool_call: OnToolCall | None = None,
                   on_tool_error: OnToolError | Literal["raise"] | None = None,
                   params: GenerationParams | None = None, **options: Any) -> ToolLoopResult:
     """Run the loop (module doc) for ``content`` (None: answer the history as it stands).
 
-    ``tools``: Python functions (sync or async) or ``Tool`` values. ``on_tool_call(call)`` receives
+    ``tools``: Python functions (sync or async), ``Tool`` values, or OpenAI tool dicts for tools the
+    caller runs itself. ``on_tool_call(call)`` receives
     each ``ToolCallRequest`` before its tool runs; returning anything but None uses that value as
     the tool's result instead of running it (to confirm, deny or mock calls). ``on_tool_error`` says
     what happens when the arguments fail validation (``json.JSONDecodeError`` /
@@ -153,7 +156,7 @@ def run_tool_loop(session: ChatSession, content: Any, tools: Sequence[Tool | Cal
         calls = _calls(session.history[-1], table)
         if not calls:
             return result("completed", round_no, completion=completion)
-        if any(c.tool is None for c in calls):
+        if any(c.tool is None or c.tool.function is None for c in calls):
             return result("unhandled_tool_calls", round_no, pending_tool_calls=calls, completion=completion)
         if round_no == max_rounds:
             return result("max_rounds", round_no, pending_tool_calls=calls, completion=completion)
