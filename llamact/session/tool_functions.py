@@ -87,7 +87,7 @@ class Tool:
             raise LlamaStateException(f"a tool must be a function, got {function!r}")
         signature = inspect.signature(function)
         try:
-            hints = get_type_hints(function)
+            hints = get_type_hints(function, include_extras=True)  # keep Annotated constraints
         except Exception as exc:
             raise LlamaStateException(f"cannot read the type hints of tool {function!r}: {exc}") from exc
         description, docs = _parse_docstring(inspect.getdoc(function) or "")
