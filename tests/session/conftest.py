@@ -11,5 +11,5 @@ from llamact import LlamaEngine, ModelParams
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path):
-    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_threads=2)) as eng:
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_threads=1)) as eng:
         yield eng
