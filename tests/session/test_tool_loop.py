@@ -13,7 +13,7 @@ import pytest
 from pydantic import AfterValidator, Field
 from session_templates import template
 
-from llamact import ChatSession, GenerationParams, LlamaEngine, Tool, ToolCallRequest
+from llamact import ChatSession, GenerationParams, LlamaEngine, ModelParams, Tool, ToolCallRequest
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.session.tools import run_tool_loop
 
@@ -174,6 +174,42 @@ def test_invalid_arguments_go_to_on_tool_error(engine: LlamaEngine) -> None:
         session.send_with_tools(ASK, [EVEN], tool_choice=NAMED, on_tool_error=on_tool_error)
     assert len(errors) == 1 and errors[0][0].name == "get_weather"
     assert session.history == [{"role": "user", "content": ASK}]  # the round was rolled back
+
+
+def test_a_cancel_during_generation_rolls_the_round_back(engine: LlamaEngine,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    session = session_for(engine)
+    create = engine.create
+
+    def create_then_cancel(*args: Any, **kwargs: Any) -> Any:
+        stream = create(*args, **kwargs)
+        session.cancel()  # the generation is requested: it ends cancelled, before its first decode
+        return stream
+
+    monkeypatch.setattr(engine, "create", create_then_cancel)
+    result = session.send_with_tools(ASK, [UNRUN], tool_choice=NAMED)
+    assert result.completion.finish_reason == "cancelled"
+    assert result.stop_reason == "cancelled" and result.rolled_back and result.rounds == 1
+    assert session.history == [{"role": "user", "content": ASK}]
+
+
+def test_a_full_context_during_generation(smollm2_path: Path) -> None:
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=320, n_threads=1)) as small:
+        n_ctx = small.context.n_ctx
+        unlimited = GenerationParams(greedy=True, max_tokens=-1)
+        words = 0
+        while True:  # a system prompt that leaves room for only a few generated tokens
+            session = ChatSession(small, "Hello " * words, custom_template=QWEN25, params=unlimited)
+            session.add_message({"role": "user", "content": ASK})
+            n_prompt = len(small.tokenize(session.request_template(tools=[UNRUN.spec], tool_choice=NAMED).prompt))
+            if n_prompt >= n_ctx - 6:
+                break
+            words += max(1, (n_ctx - 6 - n_prompt) // 2)
+        assert n_prompt < n_ctx  # it fits, but the forced call does not
+        session.history.clear()
+        result = session.send_with_tools(ASK, [UNRUN], tool_choice=NAMED)
+    assert result.stop_reason == "context_exceeded" and result.rolled_back and result.rounds == 1
+    assert result.completion.finish_reason == "length"
 
 
 # -- the loop's bookkeeping, with scripted replies -------------------------------------------------
