@@ -39,9 +39,9 @@ from .tool_functions import Tool, as_tool, tool_result_text
 if TYPE_CHECKING:
     from .session import ChatSession
 
-__all__ = ["StopReason", "ToolCallRequest", "ToolLoopResult", "run_tool_loop"]
+__all__ = ["LoopStopReason", "ToolCallRequest", "ToolLoopResult", "run_tool_loop"]
 
-StopReason = Literal["completed", "max_rounds", "unhandled_tool_calls", "context_exceeded", "truncated",
+LoopStopReason = Literal["completed", "max_rounds", "unhandled_tool_calls", "context_exceeded", "truncated",
                      "cancelled"]
 
 
@@ -61,7 +61,7 @@ class ToolLoopResult:
     """How the loop ended (see the module doc). ``messages`` are the history messages this call
     added (the user message, each reply and tool result), ``completion`` the last reply."""
 
-    stop_reason: StopReason
+    stop_reason: LoopStopReason
     messages: list[dict[str, Any]]
     pending_tool_calls: list[ToolCallRequest] = field(default_factory=list)
     rolled_back: bool = False
@@ -112,7 +112,8 @@ def run_tool_loop(session: ChatSession, content: Any,
     ``tools``: Python functions (sync or async), ``Tool`` values, or OpenAI tool dicts for tools the
     caller runs itself. ``on_tool_call(call)`` receives
     each ``ToolCallRequest`` before its tool runs; returning anything but None uses that value as
-    the tool's result instead of running it (to confirm, deny or mock calls). ``on_tool_error`` says
+    the tool's result instead of running it (to confirm, deny or mock calls); an exception it raises
+    is handled like the tool's own. ``on_tool_error`` says
     what happens when the arguments fail validation (``json.JSONDecodeError`` /
     ``pydantic.ValidationError``) or the tool raises: None (default) returns ``"Error: <type>:
     <message>"`` to the model as the tool's result; ``"raise"`` re-raises the exception after
@@ -129,7 +130,7 @@ def run_tool_loop(session: ChatSession, content: Any,
     if content is not None:
         session.history.append({"role": "user", "content": content if isinstance(content, str) else list(content)})
 
-    def result(reason: StopReason, rounds: int, **kw: Any) -> ToolLoopResult:
+    def result(reason: LoopStopReason, rounds: int, **kw: Any) -> ToolLoopResult:
         return ToolLoopResult(reason, [dict(m) for m in session.history[start:]], rounds=rounds, **kw)
 
     choice = tool_choice
@@ -143,7 +144,7 @@ def run_tool_loop(session: ChatSession, content: Any,
         except LlamaContextException:
             return result("context_exceeded", round_no - 1, completion=completion)
         choice = "auto"
-        reason: StopReason | None = None
+        reason: LoopStopReason | None = None
         if completion.finish_reason == "cancelled" or session._cancel_requested:
             reason = "cancelled"
         elif completion.finish_reason == "length":
