@@ -5,6 +5,8 @@ The public API is what this module exports; everything else may change.
 
 from ._build import build_info
 from .engine import (
+    AsyncChatStream,
+    AsyncLlamaEngine,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
@@ -13,6 +15,7 @@ from .engine import (
     StopReason,
     Timings,
 )
+from .engine.structured import parse_structured_json
 from .errors import (
     LlamaContextException,
     LlamaException,
@@ -21,6 +24,9 @@ from .errors import (
     LlamaStateException,
     LlamaUnsupportedException,
 )
+from .session import ChatSession, SessionStream, TemplateTimeChatSession
+from .session.tool_functions import Tool
+from .session.tools import ToolCallRequest, ToolLoopResult
 
 __version__ = "0.1.0"
 
@@ -33,6 +39,15 @@ __all__ = [
     "ModelParams",
     "StopReason",
     "Timings",
+    "AsyncChatStream",
+    "AsyncLlamaEngine",
+    "ChatSession",
+    "TemplateTimeChatSession",
+    "SessionStream",
+    "Tool",
+    "ToolCallRequest",
+    "ToolLoopResult",
+    "parse_structured_json",
     "LlamaException",
     "LlamaModelException",
     "LlamaContextException",

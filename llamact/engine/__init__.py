@@ -1,10 +1,13 @@
 """The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
 
+from .aio import AsyncChatStream, AsyncLlamaEngine
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
 
 __all__ = [
+    "AsyncChatStream",
+    "AsyncLlamaEngine",
     "LlamaEngine",
     "GenerationStream",
     "GenerationChunk",

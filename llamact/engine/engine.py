@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
@@ -16,6 +16,9 @@ from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
+
+if TYPE_CHECKING:
+    from .aio import AsyncChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
@@ -315,6 +318,25 @@ class LlamaEngine:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
         with self.create(messages, **kwargs) as stream:
             return stream.completion()
+
+    def acreate(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
+        """``create()`` for asyncio: ``async for chunk in engine.acreate(messages, ...)`` with the same
+        keywords; generation runs in a worker thread and stops when the consumer stops iterating
+        (``aclose()``, leaving ``async with``, or cancelling the task). See ``llamact.engine.aio``."""
+        from .aio import AsyncChatStream
+
+        return AsyncChatStream(self, messages, kwargs)
+
+    def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
+        """The reply to ``messages`` constrained to ``output``'s schema and returned as an ``output``
+        value: ``output`` is a pydantic model class, a TypedDict or dataclass, or a JSON schema dict
+        (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
+        schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
+        for an answer that is cut off or does not validate. Other keywords go to ``create()``."""
+        from .structured import response_format_for, validate_output
+
+        reply = self.create_completion(messages, response_format=response_format_for(output), **kwargs)
+        return validate_output(output, reply.content, reply.finish_reason)
 
 
 __all__ = ["LlamaEngine", "StopReason"]
