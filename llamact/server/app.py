@@ -73,7 +73,8 @@ class ServerState:
         self.load_error: str | None = None
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
-        self.model_name = settings.alias or settings.model_path().name
+        # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
+        self.model_name = settings.alias or str(settings.model_path())
 
     def load(self) -> None:
         try:
