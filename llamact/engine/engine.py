@@ -114,6 +114,7 @@ class LlamaEngine:
                     n_threads=params.n_threads or 0,
                     n_threads_batch=params.n_threads_batch or 0,
                     flash_attn=params.flash_attn,
+                    n_seq_max=params.n_seq_max,
                 ),
                 gpu_offload=gpu,
             )

@@ -7,7 +7,8 @@ streams ``ChatChunk.to_openai`` as server-sent events (``data: {...}`` then ``da
 answers ``ChatCompletion.to_openai``; ``/v1/completions`` (``/completions``) is the raw-prompt
 endpoint; ``/v1/models``, ``/health``, ``/apply-template``, ``/tokenize``, ``/detokenize``,
 ``/props``, ``/metrics``. Errors are OpenAI's shape (``{"error": {"code", "message", "type"}}``), as
-``format_error_response`` makes them. Generation runs on the engine's single slot (``EngineWorker``).
+``format_error_response`` makes them. Generation runs on the engine (one request at a time) or, with
+``--parallel N`` > 1, on a ``BatchScheduler``'s N slots; either way through an ``EngineWorker``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.datastructures import Headers
 
 from ..engine import LlamaEngine
+from ..engine.batched import BatchScheduler
 from ..engine.chat_completion import completion_id
 from ..engine.chat_types import system_fingerprint
 from ..errors import LlamaContextException, LlamaException, LlamaUnsupportedException
@@ -69,6 +71,7 @@ class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self.engine: LlamaEngine | None = None
+        self.scheduler: BatchScheduler | None = None
         self.worker: EngineWorker | None = None
         self.load_error: str | None = None
         self.defaults = RequestDefaults()
@@ -85,7 +88,12 @@ class ServerState:
                 reasoning_format=self.settings.reasoning_format, enable_thinking=self.settings.enable_thinking,
                 parallel_tool_calls=caps.supports_parallel_tool_calls,
             )
-            self.worker = EngineWorker(engine)
+            if self.settings.parallel > 1:
+                # a thread per request in flight, blocked on its stream while the scheduler batches
+                self.scheduler = BatchScheduler(engine)
+                self.worker = EngineWorker(self.scheduler, max_workers=4 * self.settings.parallel + 16)
+            else:
+                self.worker = EngineWorker(engine, abort=engine.cancel)
             self.engine = engine
         except Exception as exc:   # reported by /health; the process stays up to say why
             log.error("loading the model failed: %s", exc)
@@ -94,6 +102,8 @@ class ServerState:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
         if self.engine is not None:
             self.engine.close()
 
@@ -399,7 +409,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         family = e.chat_template([{"role": "user", "content": "Hello"}]).family
         return JSONResponse({
             "default_generation_settings": {"n_ctx": e.context.n_ctx, "params": {"n_predict": settings.n_predict}},
-            "total_slots": 1,
+            "total_slots": settings.parallel,
             "model_alias": state.model_name,
             "model_path": str(settings.model_path()),
             "chat_template": templates.default.source,
@@ -411,8 +421,11 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        w = worker()
-        return PlainTextResponse(state.metrics.prometheus(w.n_running, w.n_waiting),
+        w, sched = worker(), state.scheduler
+        running, waiting = (sched.n_active, sched.n_waiting) if sched is not None else (w.n_running, w.n_waiting)
+        steps = (sched.n_steps, sched.n_step_tokens) if sched is not None else (0, 0)
+        return PlainTextResponse(state.metrics.prometheus(running, waiting + (w.n_waiting if sched else 0),
+                                                          w.n_cancelled, *steps),
                                  media_type="text/plain; version=0.0.4")
 
     return app

@@ -26,7 +26,8 @@ class Metrics:
             self.predicted_seconds += predicted_ms / 1e3
             self.requests += 1
 
-    def prometheus(self, n_processing: int, n_deferred: int) -> str:
+    def prometheus(self, n_processing: int, n_deferred: int, n_cancelled: int = 0, n_decode: int = 0,
+                   n_decoded_sequences: int = 0) -> str:
         with self._lock:
             rows = [
                 ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", self.prompt_tokens),
@@ -39,6 +40,11 @@ class Metrics:
                  self.prompt_tokens / self.prompt_seconds if self.prompt_seconds else 0.0),
                 ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.",
                  self.predicted_tokens / self.predicted_seconds if self.predicted_seconds else 0.0),
+                ("counter", "requests_cancelled_total", "Requests stopped because their client went away.",
+                 n_cancelled),
+                ("counter", "n_decode_total", "Total number of llama_decode() calls of the slots' steps.", n_decode),
+                ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+                 n_decoded_sequences / n_decode if n_decode else 0.0),
                 ("gauge", "requests_processing", "Number of requests processing.", n_processing),
                 ("gauge", "requests_deferred", "Number of requests deferred.", n_deferred),
             ]

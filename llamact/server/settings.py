@@ -24,6 +24,7 @@ class ServerSettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     ctx_size: int = Field(4096, ge=0)
+    parallel: int = Field(1, ge=1, le=256)    # slots: requests decoded together (the context is split)
     batch_size: int = Field(2048, ge=1)
     ubatch_size: int = Field(512, ge=1)
     threads: int | None = Field(None, ge=1)
@@ -50,7 +51,7 @@ class ServerSettings(BaseSettings):
                 raise LlamaException(f"cannot read the chat template file {self.chat_template_file}: {exc}") from exc
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
                            n_threads=self.threads, n_threads_batch=self.threads, n_gpu_layers=self.n_gpu_layers,
-                           chat_template=template)
+                           chat_template=template, n_seq_max=self.parallel)
 
 
 def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ServerSettings:

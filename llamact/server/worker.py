@@ -1,16 +1,17 @@
-"""One slot: the engine's generations run one at a time on a worker thread, streamed to asyncio.
+"""Blocking generation streams run on worker threads, their items handed to asyncio.
 
-    worker = EngineWorker(engine)
-    job = worker.submit(lambda engine: engine.create(...), finish=lambda stream: ...)
+    worker = EngineWorker(backend, max_workers=1, abort=engine.cancel)
+    job = worker.submit(lambda backend: backend.create(...), finish=lambda stream: ...)
     async for item in job: ...            # each item the stream yields, then finish(stream)'s value
     job.cancel()                          # from the event loop: the generation stops at its next token
 
-The engine runs one generation at a time, so requests are served in arrival order by a single
-thread (``ThreadPoolExecutor(max_workers=1)``); requests beyond the one running wait in its queue.
-The stream is made on the worker thread too (rendering the template and tokenizing are not free),
-so a request's errors arrive through the job like its items. A job cancelled while it waits never
-starts; one cancelled while it runs is closed at its next item, and the engine's decode in progress
-is aborted (``engine.cancel()``, only while this job is the one running).
+``backend`` is a ``LlamaEngine`` (one generation at a time: ``max_workers=1``, requests are served in
+arrival order and the others wait in the executor's queue) or a ``BatchScheduler`` (several threads,
+each blocked on its request's stream while the scheduler batches them). The stream is made on the
+worker thread (rendering the template and tokenizing are not free), so a request's errors arrive
+through the job like its items. A job cancelled while it waits never starts; one cancelled while it
+runs is closed at its next item, and ``abort()`` (the engine's ``cancel``: its decode in progress
+returns) is called when this job is the only one running.
 """
 
 from __future__ import annotations
@@ -64,13 +65,18 @@ class Job:
 class EngineWorker:
     """The engine's single slot (see the module docstring)."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamact-slot")
+    def __init__(self, backend: Any, *, max_workers: int = 1, abort: Callable[[], None] | None = None) -> None:
+        self.backend = backend
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="llamact-request")
+        self._abort_hook = abort if max_workers == 1 else None   # aborts every generation: only with one
         self._lock = threading.Lock()
-        self._running: Job | None = None
+        self._running: set[Job] = set()
         self.n_waiting = 0          # jobs submitted and not started (the /metrics deferred count)
-        self.n_running = 0
+        self.n_cancelled = 0        # jobs that ended because they were cancelled (a client went away)
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
 
     def submit(self, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None = None) -> Job:
         """Run ``start(engine)`` (a stream: an iterator with ``close()``) on the worker; the job yields
@@ -85,14 +91,16 @@ class EngineWorker:
         with self._lock:
             self.n_waiting -= 1
             if job.cancelled.is_set():
+                self.n_cancelled += 1
                 return
-            self._running = job
-            self.n_running = 1
+            self._running.add(job)
         try:
-            stream = start(self.engine)
+            stream = start(self.backend)
             try:
                 for item in stream:
                     if job.cancelled.is_set():
+                        with self._lock:
+                            self.n_cancelled += 1
                         break
                     job._put(_ITEM, item)
                 if not job.cancelled.is_set():
@@ -103,18 +111,18 @@ class EngineWorker:
             job._put(_ERROR, exc)
         finally:
             with self._lock:
-                self._running = None
-                self.n_running = 0
+                self._running.discard(job)
 
     def _abort(self, job: Job) -> None:
         with self._lock:
-            if self._running is job:
-                self.engine.cancel()
+            if job in self._running and self._abort_hook is not None:
+                self._abort_hook()
 
     def close(self) -> None:
-        """Stop taking jobs, abort the one running, wait for the thread."""
+        """Stop taking jobs, cancel those running, wait for the threads."""
         with self._lock:
-            if self._running is not None:
-                self._running.cancelled.set()
-                self.engine.cancel()
+            for job in self._running:
+                job.cancelled.set()
+            if self._running and self._abort_hook is not None:
+                self._abort_hook()
         self._executor.shutdown(wait=True, cancel_futures=True)
