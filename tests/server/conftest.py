@@ -54,3 +54,10 @@ def r1_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> Itera
 @pytest.fixture(scope="session")
 def client(server: LiveServer) -> openai.OpenAI:
     return openai_client(server)
+
+
+@pytest.fixture(scope="session")
+def parallel_server(smollm2_path: Path) -> Iterator[LiveServer]:
+    """Eight slots of 512 positions in one context of 4096."""
+    with _serve(smollm2_path, "--parallel", "8") as live:
+        yield live
