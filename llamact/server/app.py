@@ -18,10 +18,11 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.datastructures import Headers
 
 from ..engine import LlamaEngine
@@ -37,7 +38,8 @@ from .worker import EngineWorker, Job
 Json = Any
 log = logging.getLogger("llamact.server")
 
-PUBLIC_PATHS = frozenset({"/health", "/v1/health"})
+# llama-server's public endpoints, and its page (which asks for the key itself)
+PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -363,6 +365,30 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         except LlamaException as exc:
             return exception_response(exc)
         return JSONResponse({"prompt": result.prompt})
+
+    @app.post("/template-details")
+    async def template_details(request: Request) -> Response:
+        """llamact's own: what ``/apply-template`` renders, with the detected family, format, grammar and
+        stops (the page's prompt panel)."""
+        try:
+            req = chat_request(await _json_body(request), state.defaults)
+            kwargs = {k: v for k, v in req.create_kwargs.items()
+                      if k not in ("params", "thinking_budget_tokens", "upstream_compat")}
+            result = engine().chat_template(**kwargs)
+        except LlamaException as exc:
+            return exception_response(exc)
+        return JSONResponse({
+            "prompt": result.prompt, "family": result.family, "format": result.format,
+            "generation_prompt": result.generation_prompt, "grammar": result.grammar,
+            "grammar_lazy": result.grammar_lazy, "grammar_triggers": [t.value for t in result.grammar_triggers],
+            "preserved_tokens": list(result.preserved_tokens), "additional_stops": list(result.additional_stops),
+            "thinking_start_tag": result.thinking_start_tag, "thinking_end_tags": list(result.thinking_end_tags),
+        })
+
+    @app.get("/")
+    async def page() -> Response:
+        html = resources.files("llamact.server").joinpath("static/index.html").read_text(encoding="utf-8")
+        return HTMLResponse(html)
 
     @app.post("/tokenize")
     async def tokenize(request: Request) -> Response:
