@@ -23,7 +23,11 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_commands() -> None:
     proc = _run("--help")
     assert proc.returncode == 0
-    assert "generate" in proc.stdout and "chat" in proc.stdout
+    assert "generate" in proc.stdout and "chat" in proc.stdout and "serve" in proc.stdout
+    serve = _run("serve", "--help")
+    for flag in ("--model", "--host", "--port", "--parallel", "--ctx-size", "--api-key", "--chat-template-file",
+                 "--config"):
+        assert flag in serve.stdout, flag
     gen = _run("generate", "--help")
     for flag in ("--model", "--prompt", "--n-predict", "--threads", "--ctx-size", "--greedy", "--seed", "--temp",
                  "--top-k", "--top-p", "--min-p", "--json"):
