@@ -10,11 +10,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from server_live import LiveServer, openai_client
-
-API_KEY = "test-key"
-HERMES = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"   # SmolLM2 calls tools through it (greedy)
-DEEPSEEK_R1 = "llama-cpp-deepseek-r1"                      # its generation prompt opens a thought
+from server_live import API_KEY, DEEPSEEK_R1, HERMES, LiveServer, openai_client
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import API_KEY
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from server_live import LiveServer
+from server_live import API_KEY, LiveServer
 
 from llamact.parity.server_cases import ONE_TOOL, WEATHER_CALLS
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HERMES
-from server_live import LiveServer, sse_events
+from server_live import HERMES, LiveServer, sse_events
 
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 from llamact.parity.server_cases import JSON_PERSON, ONE_TOOL, PERSON_SCHEMA, WEATHER_CALLS
