@@ -79,13 +79,11 @@ def test_a_client_gone_mid_stream_frees_its_slot(parallel_server: LiveServer) ->
         if response.readline().startswith(b"data: "):
             events += 1
     conn.close()
-    # wait for the server to notice (events, not time: the loop ends when the counters say so)
-    for _ in range(100_000):
-        after = metrics(parallel_server)
-        if after["requests_cancelled_total"] > before["requests_cancelled_total"] and after["requests_processing"] == 0:
-            break
-    else:
-        pytest.fail(f"the request was not cancelled: {after}")
+    # wait until nothing runs (events, not time): cancelled, or -- were the disconnect missed -- finished
+    # when its slot is full, which the counters then tell apart
+    while (after := metrics(parallel_server))["requests_processing"] > 0:
+        pass
+    assert after["requests_cancelled_total"] == before["requests_cancelled_total"] + 1
     assert after["requests_total"] == before["requests_total"]   # it never finished
     # the slot serves the next request
     text, finish = streamed_text(parallel_server, "Say hello.", max_tokens=4)
