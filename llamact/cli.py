@@ -87,6 +87,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
+    for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
+        if path is not None and not path.is_file():
+            print(f"llamact: error: the {what} file {path} does not exist", file=sys.stderr)
+            return 1
     serve(settings)
     return 0
 

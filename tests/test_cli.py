@@ -64,6 +64,21 @@ def test_chat_streams_an_answer(smollm2_path: Path) -> None:
     assert "loading" in proc.stderr and "100%" in proc.stderr  # the progress bar
 
 
+def test_serve_refuses_a_missing_model_at_once(tmp_path: Path) -> None:
+    proc = _run("serve", "--model", str(tmp_path / "missing.gguf"), "--port", "0")
+    assert proc.returncode == 1
+    assert "missing.gguf does not exist" in proc.stderr
+
+
+def test_serve_stops_when_the_model_fails_to_load(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    proc = _run("serve", "--model", str(bad), "--port", "0")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("llamact: error:") and "bad.gguf" in last
+
+
 def test_bad_model_is_a_clean_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope.gguf"
     proc = _run("generate", "--model", str(missing), "--prompt", "x")

@@ -15,7 +15,21 @@ __all__ = ["ServerSettings", "create_app", "load_settings", "serve"]
 
 
 def serve(settings: ServerSettings) -> None:
+    """Run until interrupted; a model that fails to load stops the server and raises its LlamaException."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                timeout_graceful_shutdown=5)
+    from ..errors import LlamaModelException
+
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                                           timeout_graceful_shutdown=5))
+    state = app.state.llamact
+
+    def stop() -> None:   # a model that cannot load: no server to keep up
+        server.should_exit = True
+
+    state.on_load_error = stop
+    server.run()
+    error = state.load_error
+    if error is not None:
+        raise LlamaModelException(error)

@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
@@ -76,6 +76,7 @@ class ServerState:
         self.scheduler: BatchScheduler | None = None
         self.worker: EngineWorker | None = None
         self.load_error: str | None = None
+        self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
         # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
@@ -97,9 +98,11 @@ class ServerState:
             else:
                 self.worker = EngineWorker(engine, abort=engine.cancel)
             self.engine = engine
-        except Exception as exc:   # reported by /health; the process stays up to say why
+        except Exception as exc:   # reported by /health; `llamact serve` then stops (exit_on_load_error)
             log.error("loading the model failed: %s", exc)
             self.load_error = str(exc)
+            if self.on_load_error is not None:
+                self.on_load_error()
 
     def close(self) -> None:
         if self.worker is not None:
@@ -169,6 +172,7 @@ class _Guard:
 
 
 def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> FastAPI:
+    """The application; the model loads when it starts (``app.state.llamact``: its ``ServerState``)."""
     state = ServerState(settings)
     app = FastAPI(title="llamact", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.llamact = state
