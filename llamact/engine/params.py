@@ -27,6 +27,8 @@ class ModelParams:
     use_mmap: bool = True
     flash_attn: bool | None = None
     chat_template: str | None = None
+    # sequences the context holds at once (``BatchScheduler``'s slots); each gets n_ctx / n_seq_max positions
+    n_seq_max: int = 1
 
 
 @dataclass(frozen=True)

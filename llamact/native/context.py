@@ -212,6 +212,12 @@ class Context(NativeHandle):
         return self._n_batch
 
     @property
+    def n_ctx_seq(self) -> int:
+        """The positions one sequence may use: ``n_ctx`` split between the ``n_seq_max`` sequences."""
+        with self.pinned() as ptr:
+            return int(self._lib.llama_n_ctx_seq(ptr))
+
+    @property
     def n_ubatch(self) -> int:
         with self.pinned() as ptr:
             return int(self._lib.llama_n_ubatch(ptr))
