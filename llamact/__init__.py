@@ -5,6 +5,7 @@ The public API is what this module exports; everything else may change.
 
 from ._build import build_info
 from .engine import (
+    Device,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
@@ -12,6 +13,7 @@ from .engine import (
     ModelParams,
     StopReason,
     Timings,
+    devices,
 )
 from .errors import (
     LlamaContextException,
@@ -26,6 +28,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "build_info",
+    "devices",
+    "Device",
     "GenerationChunk",
     "GenerationParams",
     "GenerationResult",

@@ -1,5 +1,6 @@
 """The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
 
+from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
@@ -13,4 +14,6 @@ __all__ = [
     "Timings",
     "GenerationParams",
     "ModelParams",
+    "Device",
+    "devices",
 ]

@@ -97,13 +97,24 @@ class LlamaEngine:
         params = params or ModelParams()
         model = Model(
             path,
-            ModelLoadOptions(n_gpu_layers=params.n_gpu_layers, main_gpu=params.main_gpu, use_mmap=params.use_mmap),
+            ModelLoadOptions(
+                n_gpu_layers=params.n_gpu_layers,
+                main_gpu=params.main_gpu,
+                use_mmap=params.use_mmap,
+                split_mode=params.split_mode,
+                tensor_split=_tuple_or_none(params.tensor_split),
+                devices=_tuple_or_none(params.devices),
+                rpc_servers=tuple(params.rpc_servers),
+            ),
             progress=progress,
         )
         try:
             from .. import build_info
 
-            gpu = params.n_gpu_layers != 0 and any(b != "cpu" for b in build_info()["backends"])
+            # The RPC backend is compiled in by default: only a real GPU backend or an actual
+            # RPC server moves the KV cache off this machine's RAM.
+            offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
+            gpu = params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
             context = Context(
                 model,
                 ContextOptions(
@@ -113,6 +124,8 @@ class LlamaEngine:
                     n_threads=params.n_threads or 0,
                     n_threads_batch=params.n_threads_batch or 0,
                     flash_attn=params.flash_attn,
+                    type_k=params.type_k,
+                    type_v=params.type_v,
                 ),
                 gpu_offload=gpu,
             )
@@ -318,3 +331,7 @@ class LlamaEngine:
 
 
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
