@@ -95,6 +95,16 @@ class LlamaEngine:
     ) -> LlamaEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel."""
         params = params or ModelParams()
+        context_options = ContextOptions(  # checked here, before the model takes time and memory
+            n_ctx=params.n_ctx,
+            n_batch=params.n_batch,
+            n_ubatch=params.n_ubatch,
+            n_threads=params.n_threads or 0,
+            n_threads_batch=params.n_threads_batch or 0,
+            flash_attn=params.flash_attn,
+            type_k=params.type_k,
+            type_v=params.type_v,
+        )
         model = Model(
             path,
             ModelLoadOptions(
@@ -115,20 +125,7 @@ class LlamaEngine:
             # RPC server moves the KV cache off this machine's RAM.
             offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
             gpu = params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
-            context = Context(
-                model,
-                ContextOptions(
-                    n_ctx=params.n_ctx,
-                    n_batch=params.n_batch,
-                    n_ubatch=params.n_ubatch,
-                    n_threads=params.n_threads or 0,
-                    n_threads_batch=params.n_threads_batch or 0,
-                    flash_attn=params.flash_attn,
-                    type_k=params.type_k,
-                    type_v=params.type_v,
-                ),
-                gpu_offload=gpu,
-            )
+            context = Context(model, context_options, gpu_offload=gpu)
         except BaseException:
             model.close()
             raise

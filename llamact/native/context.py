@@ -36,6 +36,19 @@ class ContextOptions:
     type_k: str | None = None  # KV cache element types (KV_CACHE_TYPES); None = upstream's f16
     type_v: str | None = None  # a quantized V cache needs flash attention
 
+    def __post_init__(self) -> None:
+        # Checked on construction, so a caller can refuse bad options before loading a model.
+        for name in ("type_k", "type_v"):
+            value = getattr(self, name)
+            if value is not None:
+                _kv_type(name, value)
+        if self.type_v in _QUANTIZED_KV and self.flash_attn is False:
+            raise LlamaContextException(
+                f"a quantized V cache (type_v={self.type_v!r}) needs flash attention: "
+                "set flash_attn=True or None, or use type_v='f16'",
+                {"type_v": self.type_v, "flash_attn": False},
+            )
+
 
 #: the KV cache types llama.cpp's own tools accept (common/arg.cpp's kv_cache_types)
 KV_CACHE_TYPES = {
@@ -178,12 +191,6 @@ class Context(NativeHandle):
             params.type_k = _kv_type("type_k", options.type_k)
         if options.type_v is not None:
             params.type_v = _kv_type("type_v", options.type_v)
-            if options.type_v in _QUANTIZED_KV and options.flash_attn is False:
-                raise LlamaContextException(
-                    f"a quantized V cache (type_v={options.type_v!r}) needs flash attention: "
-                    "set flash_attn=True or None, or use type_v='f16'",
-                    {"type_v": options.type_v, "flash_attn": False},
-                )
 
         n_ctx = int(params.n_ctx) or model.n_ctx_train
         if not gpu_offload:
