@@ -113,3 +113,26 @@ def test_model_split_across_two_rpc_servers_matches_local(smollm2_path: Path, rp
     # A later load that does not ask for RPC stays local.
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256)) as plain:
         assert plain.complete(PROMPT, GREEDY).tokens == expected
+
+
+def test_rpc_server_command_and_a_server_that_went_away(smollm2_path: Path) -> None:
+    """`llamact rpc-server` serves; once its server has gone, a registered endpoint neither aborts
+    the process when devices are listed nor when a model asks for it again."""
+    import sys
+
+    from llamact.native import rpc
+
+    port = _free_port()
+    endpoint = f"127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "llamact", "rpc-server", "--port", str(port), "--threads", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_until_serving(proc, endpoint)
+        assert rpc.rpc_devices([endpoint])  # registered with ggml, as a model load would
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    gone = [d for d in llamact.devices() if d.backend == "RPC" and d.description == endpoint]
+    assert gone and all(d.memory_total == 0 for d in gone)
+    with pytest.raises(LlamaModelException, match=f"cannot reach RPC server {endpoint}"):
+        LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, rpc_servers=[endpoint]))
