@@ -2,7 +2,8 @@
 # Verify a GPU backend build: scripts/check_backend.sh vulkan|cuda
 #
 #  1. installs what the backend needs (vulkan: Debian's libvulkan-dev, glslc, spirv-headers and
-#     mesa-vulkan-drivers, whose lavapipe is a CPU implementation of Vulkan; cuda: needs the
+#     mesa-vulkan-drivers, whose lavapipe is a CPU implementation of Vulkan; Vulkan headers
+#     >= 1.3.268 are required, so Debian 12 needs the LunarG SDK ($VULKAN_SDK); cuda: needs the
 #     NVIDIA driver and CUDA toolkit already installed);
 #  2. builds llamact with the backend (CMAKE_ARGS="-DGGML_VULKAN=on" / "-DGGML_CUDA=on") into its
 #     own venv ($LLAMACT_CACHE/venv-<backend>) and build folder (build/<backend>), through ccache;
@@ -42,6 +43,16 @@ setup_mode=no   # upstream tools (llama-bench) only where the CUDA benchmark nee
 
 if [ "$backend" = vulkan ]; then
     apt_install libvulkan-dev glslc spirv-headers mesa-vulkan-drivers vulkan-tools
+    # ggml-vulkan at the pin uses vk::LayerSettingEXT and the VK_KHR_cooperative_matrix structs:
+    # Vulkan headers 1.3.268 or newer. Debian 12 ships 1.3.239; fail now, not after a long build.
+    header="${VULKAN_SDK:+$VULKAN_SDK/include/}"; header="${header:-/usr/include/}vulkan/vulkan_core.h"
+    have="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$header" 2>/dev/null || true)"
+    if [ -z "$have" ] || [ "$have" -lt 268 ]; then
+        log "Vulkan headers ${have:+1.3.$have }at $header are older than 1.3.268, which ggml-vulkan needs:"
+        log "install the LunarG Vulkan SDK and export VULKAN_SDK, or use a newer distribution"
+        log "(Debian 13, Ubuntu 24.04)"
+        exit 1
+    fi
     # ggml-vulkan compiles some shaders with GL_KHR_cooperative_matrix unconditionally; glslc
     # older than that extension (Debian 12's) cannot: build those through glslang 13.1.1 instead.
     probe="$REPO/vendor/llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/feature-tests/coopmat.comp"
