@@ -7,6 +7,7 @@ from ._build import build_info
 from .engine import (
     AsyncChatStream,
     AsyncLlamaEngine,
+    Device,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
@@ -14,6 +15,7 @@ from .engine import (
     ModelParams,
     StopReason,
     Timings,
+    devices,
 )
 from .engine.structured import parse_structured_json
 from .errors import (
@@ -32,6 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "build_info",
+    "devices",
+    "Device",
     "GenerationChunk",
     "GenerationParams",
     "GenerationResult",

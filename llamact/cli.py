@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import build_info
-from .engine import GenerationParams, LlamaEngine, ModelParams
+from .engine import GenerationParams, LlamaEngine, ModelParams, devices
 from .errors import LlamaException
 
 
@@ -19,6 +19,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (0 = model's)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=-1, help="layers to offload (-1 = all)")
+    p.add_argument("-dev", "--device", default=None,
+                   help="comma-separated devices to offload to (see `llamact --version`)")
+    p.add_argument("--rpc", default=None, help="comma-separated host:port of RPC servers to offload to")
     p.add_argument("-n", "--n-predict", type=int, default=256, help="tokens to generate (-1 = until done)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
@@ -70,6 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
+                         description="Runs upstream's ggml-rpc-server. It has no authentication: never "
+                                     "expose it beyond 127.0.0.1 or a private, trusted network.")
+    rpc.add_argument("-H", "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    rpc.add_argument("-p", "--port", type=int, default=50052)
+    rpc.add_argument("-t", "--threads", type=int, default=None, help="CPU threads")
+    rpc.add_argument("-d", "--device", default=None, help="comma-separated devices to lend (default: all)")
+    rpc.add_argument("-c", "--cache", action="store_true", help="cache tensors on local disk")
     return parser
 
 
@@ -95,8 +106,28 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rpc_server(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+
+    from .engine.backends import rpc_server_command
+
+    argv = rpc_server_command(args.host, args.port, args.threads,
+                              args.device.split(",") if args.device else (), args.cache)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"llamact: warning: the RPC server on {args.host} accepts anyone who can reach it, with "
+              "no authentication; use it only on a private, trusted network", file=sys.stderr)
+    if hasattr(os, "execv"):
+        os.execv(argv[0], argv)
+    return subprocess.call(argv)
+
+
 def _model_params(args: argparse.Namespace) -> ModelParams:
-    return ModelParams(n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    return ModelParams(
+        n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+        devices=args.device.split(",") if args.device else None,
+        rpc_servers=args.rpc.split(",") if args.rpc else (),
+    )
 
 
 def _generation_params(args: argparse.Namespace) -> GenerationParams:
@@ -263,7 +294,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"llamact {__version__} (llama.cpp {info['llama_cpp']['tag']} "
               f"{info['llama_cpp']['commit'][:8]}, backends: {', '.join(map(str, info['backends']))})")
+        try:
+            found = devices()
+        except LlamaException as exc:
+            print(f"devices: unavailable ({exc})")
+            return 0
+        for dev in found:
+            print(f"device {dev.name} ({dev.type}, {dev.backend}): {dev.description}, "
+                  f"{dev.memory_free / 2**30:.1f}/{dev.memory_total / 2**30:.1f} GiB free")
         return 0
+    if args.command == "rpc-server":
+        try:
+            return _cmd_rpc_server(args)
+        except LlamaException as exc:
+            print(f"llamact: error: {exc}", file=sys.stderr)
+            return 1
     if args.command is None:
         parser.print_help()
         return 2

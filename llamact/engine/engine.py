@@ -99,28 +99,38 @@ class LlamaEngine:
     ) -> LlamaEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel."""
         params = params or ModelParams()
+        context_options = ContextOptions(  # checked here, before the model takes time and memory
+            n_ctx=params.n_ctx,
+            n_batch=params.n_batch,
+            n_ubatch=params.n_ubatch,
+            n_threads=params.n_threads or 0,
+            n_threads_batch=params.n_threads_batch or 0,
+            flash_attn=params.flash_attn,
+            type_k=params.type_k,
+            type_v=params.type_v,
+            n_seq_max=params.n_seq_max,
+        )
         model = Model(
             path,
-            ModelLoadOptions(n_gpu_layers=params.n_gpu_layers, main_gpu=params.main_gpu, use_mmap=params.use_mmap),
+            ModelLoadOptions(
+                n_gpu_layers=params.n_gpu_layers,
+                main_gpu=params.main_gpu,
+                use_mmap=params.use_mmap,
+                split_mode=params.split_mode,
+                tensor_split=_tuple_or_none(params.tensor_split),
+                devices=_tuple_or_none(params.devices),
+                rpc_servers=tuple(params.rpc_servers),
+            ),
             progress=progress,
         )
         try:
             from .. import build_info
 
-            gpu = params.n_gpu_layers != 0 and any(b != "cpu" for b in build_info()["backends"])
-            context = Context(
-                model,
-                ContextOptions(
-                    n_ctx=params.n_ctx,
-                    n_batch=params.n_batch,
-                    n_ubatch=params.n_ubatch,
-                    n_threads=params.n_threads or 0,
-                    n_threads_batch=params.n_threads_batch or 0,
-                    flash_attn=params.flash_attn,
-                    n_seq_max=params.n_seq_max,
-                ),
-                gpu_offload=gpu,
-            )
+            # The RPC backend is compiled in by default: only a real GPU backend or an actual
+            # RPC server moves the KV cache off this machine's RAM.
+            offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
+            gpu = params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
+            context = Context(model, context_options, gpu_offload=gpu)
         except BaseException:
             model.close()
             raise
@@ -348,3 +358,7 @@ class LlamaEngine:
 
 
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
