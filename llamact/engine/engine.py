@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,6 +20,7 @@ from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
+from .logprobs import TokenLogprob, check_top_logprobs
 from .params import GenerationParams, ModelParams
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
@@ -183,6 +185,7 @@ class LlamaEngine:
         """
         params = params or GenerationParams()
         try:
+            top_logprobs = _top_logprobs(params)
             tokens = self._prompt_tokens(prompt)
             if not self._busy.acquire(blocking=False):
                 raise LlamaStateException("this engine is already generating; finish or close that stream first")
@@ -210,7 +213,8 @@ class LlamaEngine:
             n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt)
             rest = tokens[n_cached:]
             loop = generate(self.context, sampler, rest, params.max_tokens, stops, params.render_special,
-                            n_past=n_cached)
+                            n_past=n_cached, top_logprobs=top_logprobs, processors=params.logits_processors,
+                            past_tokens=tokens[:n_cached])
         except BaseException:
             release()
             raise
@@ -222,21 +226,28 @@ class LlamaEngine:
             return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
         return list(prompt)
 
-    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
-        """Generate to the end and return the whole result."""
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
+                 logprobs: bool | None = None, top_logprobs: int | None = None) -> GenerationResult:
+        """Generate to the end and return the whole result. ``logprobs`` / ``top_logprobs`` override
+        ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token)."""
+        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
         tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
+        entries: list[TokenLogprob] = []
         last: GenerationChunk | None = None
         for chunk in self.generate(tokens, params):
             pieces.append(chunk.text)
             if chunk.token is not None:
                 out_tokens.append(chunk.token)
+            if chunk.logprob is not None:
+                entries.append(chunk.logprob)
             last = chunk
         if last is None or last.stop_reason is None or last.timings is None:
             raise LlamaInferenceException("generation ended without a final chunk")
         return GenerationResult(
-            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string
+            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string,
+            logprobs=entries if params.logprobs else None,
         )
 
     # -- chat templates ----------------------------------------------------------------------
@@ -285,7 +296,8 @@ class LlamaEngine:
                chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
-               thinking_budget_tokens: int | None = None, upstream_compat: bool = False) -> ChatStream:
+               thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
+               logprobs: bool | None = None, top_logprobs: int | None = None) -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
@@ -295,9 +307,10 @@ class LlamaEngine:
         Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
         with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
         template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
-        thought with the template's end tag.
+        thought with the template's end tag. ``logprobs`` / ``top_logprobs`` (OpenAI's; they override
+        ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
         """
-        params = params or GenerationParams()
+        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
         result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
                                     parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
                                     reasoning_format=reasoning_format, continue_final_message=continue_final_message,
@@ -315,6 +328,25 @@ class LlamaEngine:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
         with self.create(messages, **kwargs) as stream:
             return stream.completion()
+
+
+def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
+    changes: dict[str, Any] = {}
+    if logprobs is not None:
+        changes["logprobs"] = bool(logprobs)
+    if top_logprobs is not None:
+        changes["top_logprobs"] = top_logprobs
+    return dataclasses.replace(params, **changes) if changes else params
+
+
+def _top_logprobs(params: GenerationParams) -> int | None:
+    """How many alternatives each token's logprob entry lists; None when logprobs are off."""
+    top = check_top_logprobs(params.top_logprobs)
+    if not params.logprobs:
+        if top:
+            raise LlamaInferenceException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
+        return None
+    return top
 
 
 __all__ = ["LlamaEngine", "StopReason"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LlamaInferenceException
 
@@ -70,6 +71,13 @@ class GenerationParams:
     stop: str | Sequence[str] = ()
     render_special: bool = False
     cache_prompt: bool = True
+    # OpenAI's logprobs: each generated token's logprob and the ``top_logprobs`` most likely
+    # alternatives, from the softmax of the raw logits (before the sampler chain), as llama-server
+    logprobs: bool = False
+    top_logprobs: int = 0
+    # f(token_ids, logits) -> logits or None, run in order before the sampler chain on each
+    # token's logits row (in place on native memory; see generator.LogitsProcessor)
+    logits_processors: Sequence[Callable[[Any, Any], Any]] = ()
 
     def __post_init__(self) -> None:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each

@@ -6,9 +6,12 @@ import ctypes
 import operator
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, SupportsIndex
+
+import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from . import llama_h, log
@@ -259,17 +262,24 @@ class Context(NativeHandle):
             f"llama_decode failed (code {rc}): the batch holds invalid tokens or positions", {"code": rc}
         )
 
-    def logits(self, index: int = -1) -> ctypes.Array[ctypes.c_float]:
-        """A copy of the logits row of output ``index`` (-1 = last). A copy, not a view: the native
-        row is overwritten by the next decode and freed with the context."""
+    def logits(self, index: int = -1) -> np.ndarray:
+        """The logits row of output ``index`` (-1 = last) as a float32 numpy array that owns its
+        memory: a copy, because the native row is overwritten by the next decode and freed with
+        the context."""
+        with self.borrow_logits(index) as row:
+            return row.copy()
+
+    @contextmanager
+    def borrow_logits(self, index: int = -1) -> Iterator[np.ndarray]:
+        """``with context.borrow_logits() as row:`` the native logits row of output ``index`` as a
+        writable numpy view, valid only inside the block (the context is pinned meanwhile, so a
+        close from another thread waits). Writing to it changes what the sampler sees next."""
         n_vocab = self.model._n_vocab
-        row = (ctypes.c_float * n_vocab)()
         with self.pinned() as ctx:
             ptr = self._lib.llama_get_logits_ith(ctx, index)
             if not ptr:
                 raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
-            ctypes.memmove(row, ptr, ctypes.sizeof(row))
-        return row
+            yield np.ctypeslib.as_array(ptr, shape=(n_vocab,))
 
     # -- memory (KV cache) -------------------------------------------------------------------
 
