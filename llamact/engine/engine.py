@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
@@ -19,6 +21,7 @@ from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
+from .embeddings import Embedder, pooling_type
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .logprobs import TokenLogprob, check_top_logprobs
 from .params import GenerationParams, ModelParams
@@ -87,6 +90,7 @@ class LlamaEngine:
         self._busy = threading.Lock()
         self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
+        self._embedder: Embedder | None = None
 
     @classmethod
     def load(
@@ -133,6 +137,8 @@ class LlamaEngine:
         """Free the model and its context. A generation running in another thread is cancelled
         first; this waits for its native step to return (one token, or the rest of a batch)."""
         self.context.request_abort()  # before the model closes the chain, which waits for the step
+        if self._embedder is not None:
+            self._embedder.close()
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -249,6 +255,44 @@ class LlamaEngine:
             "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string,
             logprobs=entries if params.logprobs else None,
         )
+
+    # -- embeddings --------------------------------------------------------------------------
+
+    def embed(self, texts: str | Sequence[str], normalize: bool = True,
+              pooling: str | None = None) -> np.ndarray | list[np.ndarray]:
+        """Embed ``texts`` (tokenized with special tokens, as llama-server does): a float32 array with
+        one row per text, L2-normalized unless ``normalize`` is False. ``pooling`` ("mean", "cls",
+        "last", "rank"; None: the model's own) overrides how a text's tokens are reduced; "none"
+        gives one (n_tokens, n_embd) array per text instead.
+
+        Runs on a second context with embeddings on (created on first use, re-created when the
+        pooling changes), so a generation engine embeds without reloading its model; many texts
+        share each decode, one sequence id each. A text must fit ``ModelParams.n_ctx``.
+        """
+        items = [texts] if isinstance(texts, str) else list(texts)
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise LlamaInferenceException(f"texts are strings; item {i} is {type(text).__name__}", {"index": i})
+        tokens = [self.tokenize(text, add_special=True, parse_special=True) for text in items]
+        if not self._busy.acquire(blocking=False):
+            raise LlamaStateException("this engine is generating; finish or close that stream first")
+        try:
+            embedder = self._embedder
+            if embedder is None or embedder.pooling != pooling:
+                if embedder is not None:
+                    self._embedder = None
+                    embedder.close()
+                pooling_type(pooling)  # a bad name raises before a context is made
+                embedder = self._embedder = Embedder(self.model, self.context.n_ctx, pooling,
+                                                     self.params.n_threads or 0, self._gpu_offload())
+            return embedder.embed(tokens, normalize)
+        finally:
+            self._busy.release()
+
+    def _gpu_offload(self) -> bool:
+        from .. import build_info
+
+        return self.params.n_gpu_layers != 0 and any(b != "cpu" for b in build_info()["backends"])
 
     # -- chat templates ----------------------------------------------------------------------
 

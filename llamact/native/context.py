@@ -36,6 +36,8 @@ class ContextOptions:
     offload_kqv: bool = True
     no_perf: bool = False
     swa_full: bool = True     # sliding-window layers keep every position (False: only the window)
+    pooling_type: int = -1    # llama_h.LlamaPoolingType; -1 (UNSPECIFIED) = the model's own
+    kv_unified: bool = False  # one KV buffer shared by all sequences (else n_ctx split between them)
 
 
 def _available_memory() -> int | None:
@@ -147,6 +149,8 @@ class Context(NativeHandle):
                 else llama_h.LlamaFlashAttnType.DISABLED
             )
         params.embeddings = options.embeddings
+        params.pooling_type = options.pooling_type
+        params.kv_unified = options.kv_unified
         params.offload_kqv = options.offload_kqv
         params.no_perf = options.no_perf
         params.swa_full = options.swa_full
@@ -280,6 +284,30 @@ class Context(NativeHandle):
             if not ptr:
                 raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
             yield np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+
+    # -- embeddings (a context created with ContextOptions.embeddings) -------------------------
+
+    @property
+    def pooling_type(self) -> int:
+        """The pooling this context applies (a llama_h.LlamaPoolingType value)."""
+        with self.pinned() as ptr:
+            return int(self._lib.llama_pooling_type(ptr))
+
+    def embedding(self, *, seq_id: int | None = None, index: int | None = None) -> np.ndarray:
+        """A float32 copy of the pooled embedding of sequence ``seq_id``, or of output ``index``'s
+        own embedding (pooling none), from the last decode."""
+        with self.pinned() as ctx:
+            n = int(self._lib.llama_model_n_embd_out(self._lib.llama_get_model(ctx)))
+            if seq_id is not None:
+                ptr = self._lib.llama_get_embeddings_seq(ctx, seq_id)
+            else:
+                ptr = self._lib.llama_get_embeddings_ith(ctx, -1 if index is None else index)
+            if not ptr:
+                raise LlamaInferenceException(
+                    "no embedding for that sequence or output: was the context created with embeddings on?",
+                    {"seq_id": seq_id, "index": index},
+                )
+            return np.ctypeslib.as_array(ptr, shape=(n,)).copy()
 
     # -- memory (KV cache) -------------------------------------------------------------------
 
