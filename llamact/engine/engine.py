@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -256,6 +257,46 @@ class LlamaEngine:
             logprobs=entries if params.logprobs else None,
         )
 
+    # -- state on disk -----------------------------------------------------------------------
+
+    def save_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> None:
+        """Write the context's KV cache and the tokens it holds (``context_tokens``) to ``path``.
+        ``sequence_only`` writes only sequence 0's cells (``llama_state_seq_save_file``: a smaller
+        file without the last logits); ``load_state`` needs the same flag."""
+        with self._reserved():
+            tokens = self._prompt_cache.tokens
+            if sequence_only:
+                self.context.save_seq_state(path, 0, tokens)
+            else:
+                self.context.save_state(path, tokens)
+
+    def load_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> tuple[int, ...]:
+        """Restore a file of ``save_state``: the KV cache and its tokens, so the next ``generate()`` /
+        ``create()`` whose prompt starts with them evaluates only the rest. Returns the tokens. A
+        file of another model, a truncated one, or one that does not fit this context raises
+        LlamaStateException and leaves the context empty (never half-loaded)."""
+        with self._reserved():
+            try:
+                if sequence_only:
+                    tokens = self.context.load_seq_state(path, 0)
+                else:
+                    tokens = self.context.load_state(path)
+            except BaseException:
+                self._prompt_cache.clear()
+                raise
+            self._prompt_cache.restore(tokens)
+            return self._prompt_cache.tokens
+
+    @contextlib.contextmanager
+    def _reserved(self) -> Iterator[None]:
+        """``with self._reserved():`` the engine is not generating, and no generation starts meanwhile."""
+        if not self._busy.acquire(blocking=False):
+            raise LlamaStateException("this engine is generating; finish or close that stream first")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
     # -- embeddings --------------------------------------------------------------------------
 
     def embed(self, texts: str | Sequence[str], normalize: bool = True,
@@ -274,9 +315,7 @@ class LlamaEngine:
             if not isinstance(text, str):
                 raise LlamaInferenceException(f"texts are strings; item {i} is {type(text).__name__}", {"index": i})
         tokens = [self.tokenize(text, add_special=True, parse_special=True) for text in items]
-        if not self._busy.acquire(blocking=False):
-            raise LlamaStateException("this engine is generating; finish or close that stream first")
-        try:
+        with self._reserved():
             embedder = self._embedder
             if embedder is None or embedder.pooling != pooling:
                 if embedder is not None:
@@ -286,8 +325,6 @@ class LlamaEngine:
                 embedder = self._embedder = Embedder(self.model, self.context.n_ctx, pooling,
                                                      self.params.n_threads or 0, self._gpu_offload())
             return embedder.embed(tokens, normalize)
-        finally:
-            self._busy.release()
 
     def _gpu_offload(self) -> bool:
         from .. import build_info
