@@ -7,6 +7,7 @@ import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
+from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
@@ -92,6 +94,7 @@ class LlamaEngine:
         self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
         self._embedder: Embedder | None = None
+        self._loras: dict[Path, tuple[LoraAdapter, float]] = {}
 
     @classmethod
     def load(
@@ -123,10 +126,13 @@ class LlamaEngine:
                 ),
                 gpu_offload=gpu,
             )
+            engine = cls(model, context, params)
+            for path, scale in params.loras:
+                engine.set_lora(path, scale)
         except BaseException:
             model.close()
             raise
-        return cls(model, context, params)
+        return engine
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -256,6 +262,47 @@ class LlamaEngine:
             "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string,
             logprobs=entries if params.logprobs else None,
         )
+
+    # -- LoRA adapters -----------------------------------------------------------------------
+
+    @property
+    def loras(self) -> dict[Path, float]:
+        """The adapters applied, by path, with their scales."""
+        return {path: scale for path, (_adapter, scale) in self._loras.items()}
+
+    def set_lora(self, path: str | os.PathLike[str], scale: float = 1.0) -> None:
+        """Apply the LoRA adapter at ``path`` (loaded on first use) with ``scale``, or change its
+        scale. An adapter for another model raises LlamaModelException. The KV cache is emptied:
+        what it holds was computed with the previous weights."""
+        key = Path(path).resolve()
+        with self._reserved():
+            entry = self._loras.get(key)
+            adapter = entry[0] if entry is not None else LoraAdapter(self.model, key)
+            self._loras[key] = (adapter, float(scale))
+            self._apply_loras()
+
+    def remove_lora(self, path: str | os.PathLike[str]) -> None:
+        """Stop applying the adapter at ``path`` and free it (LlamaInferenceException if not applied)."""
+        key = Path(path).resolve()
+        with self._reserved():
+            entry = self._loras.pop(key, None)
+            if entry is None:
+                raise LlamaInferenceException(f"no LoRA adapter {path} is applied", {"path": str(path)})
+            self._apply_loras()
+            entry[0].close()
+
+    def clear_loras(self) -> None:
+        """Remove every adapter: the base model again."""
+        with self._reserved():
+            entries = list(self._loras.values())
+            self._loras.clear()
+            self._apply_loras()
+            for adapter, _scale in entries:
+                adapter.close()
+
+    def _apply_loras(self) -> None:
+        self.context.set_loras(list(self._loras.values()))
+        self._prompt_cache.clear()
 
     # -- state on disk -----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ class ModelParams:
     use_mmap: bool = True
     flash_attn: bool | None = None
     chat_template: str | None = None
+    # LoRA adapters applied from the start: (path of an adapter GGUF made for this model, scale)
+    loras: Sequence[tuple[str | os.PathLike[str], float]] = ()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import operator
 import os
@@ -305,6 +306,22 @@ class Context(NativeHandle):
             if not ptr:
                 raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
             yield np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+
+    # -- adapters ----------------------------------------------------------------------------
+
+    def set_loras(self, adapters: Sequence[tuple[Any, float]]) -> None:
+        """Apply exactly these ``(LoraAdapter, scale)`` pairs from the next decode on (none: the
+        base model). The adapters must stay open while they are set."""
+        n = len(adapters)
+        ptrs = (llama_h.llama_adapter_lora_p * max(n, 1))()
+        scales = (ctypes.c_float * max(n, 1))()
+        with contextlib.ExitStack() as pins, self.pinned() as ptr:
+            for i, (adapter, scale) in enumerate(adapters):
+                ptrs[i] = pins.enter_context(adapter.pinned())
+                scales[i] = float(scale)
+            rc = int(self._lib.llama_set_adapters_lora(ptr, ptrs, n, scales))
+        if rc != 0:
+            raise LlamaContextException(f"llama.cpp could not set the LoRA adapters (code {rc})", {"code": rc})
 
     # -- embeddings (a context created with ContextOptions.embeddings) -------------------------
 
