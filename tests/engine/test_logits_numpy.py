@@ -98,3 +98,17 @@ def test_processor_errors_reach_the_caller_and_release_the_engine(engine):
     with pytest.raises(ValueError, match="boom"):
         engine.complete("Hello", GenerationParams(greedy=True, max_tokens=2, logits_processors=[broken]))
     assert engine.complete("Hello", GREEDY).tokens  # not left busy
+
+
+def test_processor_on_the_chat_path(engine):
+    messages = [{"role": "user", "content": "Say hello"}]
+    with engine.create(messages, params=GREEDY) as stream:
+        stream.completion()
+        banned = stream.tokens[0]
+
+    def ban(_ids: np.ndarray, logits: np.ndarray) -> None:
+        logits[banned] = -np.inf
+
+    with engine.create(messages, params=GenerationParams(greedy=True, max_tokens=6, logits_processors=[ban])) as s:
+        s.completion()
+        assert s.tokens and banned not in s.tokens
