@@ -25,6 +25,7 @@ from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser, gen_tool_call_id
 from .chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
 from .generator import GenerationChunk, Timings
+from .logprobs import TokenLogprob
 
 __all__ = ["ChatStream", "completion_id"]
 
@@ -57,6 +58,7 @@ class ChatStream:
         self.usage: Usage | None = None
         self.timings: ChatTimings | None = None
         self.tokens: list[int] = []   # the generated token ids so far (llama-server's ``return_tokens``)
+        self.logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
         self._chunks: Generator[ChatChunk, None, None] = self._run()
 
     # -- iteration -------------------------------------------------------------------------------
@@ -105,7 +107,7 @@ class ChatStream:
 
             raise LlamaInferenceException("the chat completion ended without its final chunk")
         return ChatCompletion(self._parser.response_message, self.finish_reason, self.usage, self.timings,
-                              self.text, self.result.prompt)
+                              self.text, self.result.prompt, logprobs=self.logprobs)
 
     def _run(self) -> Generator[ChatChunk, None, None]:
         first = True
@@ -114,6 +116,10 @@ class ChatStream:
             last = piece
             if piece.token is not None:
                 self.tokens.append(piece.token)
+            if piece.logprob is not None:
+                if self.logprobs is None:
+                    self.logprobs = []
+                self.logprobs.append(piece.logprob)
             if first:
                 first = False
                 yield ChatChunk(role="assistant")

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from ..chat.deltas import ToolCallDelta
 from ..chat.messages import ChatMessage
 from ..chat.oai import message_to_json
+from .logprobs import TokenLogprob
 
 __all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "system_fingerprint"]
 
@@ -152,6 +153,7 @@ class ChatCompletion:
     timings: ChatTimings
     text: str = ""                      # the model's raw output (what the parser read)
     prompt: str = ""
+    logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
 
     @property
     def content(self) -> str:
@@ -168,7 +170,9 @@ class ChatCompletion:
     def to_openai(self, completion_id: str, model: str, created: int, *, fingerprint: str | None = None) -> Json:
         """A ``chat.completion`` as llama-server returns it (to_json_oaicompat_chat)."""
         return {
-            "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message_to_json(self.message)}],
+            "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message_to_json(self.message),
+                         **({"logprobs": {"content": [e.to_openai() for e in self.logprobs]}}
+                            if self.logprobs is not None else {})}],
             "created": created,
             "model": model,
             "system_fingerprint": fingerprint if fingerprint is not None else system_fingerprint(),

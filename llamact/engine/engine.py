@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
@@ -14,6 +19,7 @@ from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
+from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
@@ -22,7 +28,9 @@ if TYPE_CHECKING:
     from .aio import AsyncChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
+from .embeddings import Embedder, pooling_type
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
+from .logprobs import TokenLogprob, check_top_logprobs
 from .params import GenerationParams, ModelParams
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
@@ -89,6 +97,8 @@ class LlamaEngine:
         self._busy = threading.Lock()
         self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
+        self._embedder: Embedder | None = None
+        self._loras: dict[Path, tuple[LoraAdapter, float]] = {}
 
     @classmethod
     def load(
@@ -124,17 +134,14 @@ class LlamaEngine:
             progress=progress,
         )
         try:
-            from .. import build_info
-
-            # The RPC backend is compiled in by default: only a real GPU backend or an actual
-            # RPC server moves the KV cache off this machine's RAM.
-            offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
-            gpu = params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
-            context = Context(model, context_options, gpu_offload=gpu)
+            context = Context(model, context_options, gpu_offload=_offloads(params))
+            engine = cls(model, context, params)
+            for path, scale in params.loras:
+                engine.set_lora(path, scale)
         except BaseException:
             model.close()
             raise
-        return cls(model, context, params)
+        return engine
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -146,6 +153,8 @@ class LlamaEngine:
         """Free the model and its context. A generation running in another thread is cancelled
         first; this waits for its native step to return (one token, or the rest of a batch)."""
         self.context.request_abort()  # before the model closes the chain, which waits for the step
+        if self._embedder is not None:
+            self._embedder.close()
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -198,6 +207,7 @@ class LlamaEngine:
         """
         params = params or GenerationParams()
         try:
+            top_logprobs = _top_logprobs(params)
             tokens = self._prompt_tokens(prompt)
             if not self._busy.acquire(blocking=False):
                 raise LlamaStateException("this engine is already generating; finish or close that stream first")
@@ -225,7 +235,8 @@ class LlamaEngine:
             n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt)
             rest = tokens[n_cached:]
             loop = generate(self.context, sampler, rest, params.max_tokens, stops, params.render_special,
-                            n_past=n_cached)
+                            n_past=n_cached, top_logprobs=top_logprobs, processors=params.logits_processors,
+                            past_tokens=tokens[:n_cached])
         except BaseException:
             release()
             raise
@@ -237,22 +248,142 @@ class LlamaEngine:
             return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
         return list(prompt)
 
-    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None) -> GenerationResult:
-        """Generate to the end and return the whole result."""
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
+                 logprobs: bool | None = None, top_logprobs: int | None = None) -> GenerationResult:
+        """Generate to the end and return the whole result. ``logprobs`` / ``top_logprobs`` override
+        ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token)."""
+        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
         tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
+        entries: list[TokenLogprob] = []
         last: GenerationChunk | None = None
         for chunk in self.generate(tokens, params):
             pieces.append(chunk.text)
             if chunk.token is not None:
                 out_tokens.append(chunk.token)
+            if chunk.logprob is not None:
+                entries.append(chunk.logprob)
             last = chunk
         if last is None or last.stop_reason is None or last.timings is None:
             raise LlamaInferenceException("generation ended without a final chunk")
         return GenerationResult(
-            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string
+            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string,
+            logprobs=entries if params.logprobs else None,
         )
+
+    # -- LoRA adapters -----------------------------------------------------------------------
+
+    @property
+    def loras(self) -> dict[Path, float]:
+        """The adapters applied, by path, with their scales."""
+        return {path: scale for path, (_adapter, scale) in self._loras.items()}
+
+    def set_lora(self, path: str | os.PathLike[str], scale: float = 1.0) -> None:
+        """Apply the LoRA adapter at ``path`` (loaded on first use) with ``scale``, or change its
+        scale. An adapter for another model raises LlamaModelException. The KV cache is emptied:
+        what it holds was computed with the previous weights."""
+        key = Path(path).resolve()
+        with self._reserved():
+            entry = self._loras.get(key)
+            adapter = entry[0] if entry is not None else LoraAdapter(self.model, key)
+            self._loras[key] = (adapter, float(scale))
+            self._apply_loras()
+
+    def remove_lora(self, path: str | os.PathLike[str]) -> None:
+        """Stop applying the adapter at ``path`` and free it (LlamaInferenceException if not applied)."""
+        key = Path(path).resolve()
+        with self._reserved():
+            entry = self._loras.pop(key, None)
+            if entry is None:
+                raise LlamaInferenceException(f"no LoRA adapter {path} is applied", {"path": str(path)})
+            self._apply_loras()
+            entry[0].close()
+
+    def clear_loras(self) -> None:
+        """Remove every adapter: the base model again."""
+        with self._reserved():
+            entries = list(self._loras.values())
+            self._loras.clear()
+            self._apply_loras()
+            for adapter, _scale in entries:
+                adapter.close()
+
+    def _apply_loras(self) -> None:
+        self.context.set_loras(list(self._loras.values()))
+        self._prompt_cache.clear()
+
+    # -- state on disk -----------------------------------------------------------------------
+
+    def save_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> None:
+        """Write the context's KV cache and the tokens it holds (``context_tokens``) to ``path``.
+        ``sequence_only`` writes only sequence 0's cells (``llama_state_seq_save_file``: a smaller
+        file without the last logits); ``load_state`` needs the same flag."""
+        with self._reserved():
+            tokens = self._prompt_cache.tokens
+            if sequence_only:
+                self.context.save_seq_state(path, 0, tokens)
+            else:
+                self.context.save_state(path, tokens)
+
+    def load_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> tuple[int, ...]:
+        """Restore a file of ``save_state``: the KV cache and its tokens, so the next ``generate()`` /
+        ``create()`` whose prompt starts with them evaluates only the rest. Returns the tokens. A
+        file of another model, a truncated one, or one that does not fit this context raises
+        LlamaStateException and leaves the context empty (never half-loaded)."""
+        with self._reserved():
+            try:
+                if sequence_only:
+                    tokens = self.context.load_seq_state(path, 0)
+                else:
+                    tokens = self.context.load_state(path)
+            except BaseException:
+                self._prompt_cache.clear()
+                raise
+            self._prompt_cache.restore(tokens)
+            return self._prompt_cache.tokens
+
+    @contextlib.contextmanager
+    def _reserved(self) -> Iterator[None]:
+        """``with self._reserved():`` the engine is not generating, and no generation starts meanwhile."""
+        if not self._busy.acquire(blocking=False):
+            raise LlamaStateException("this engine is generating; finish or close that stream first")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    # -- embeddings --------------------------------------------------------------------------
+
+    def embed(self, texts: str | Sequence[str], normalize: bool = True,
+              pooling: str | None = None) -> np.ndarray | list[np.ndarray]:
+        """Embed ``texts`` (tokenized with special tokens, as llama-server does): a float32 array with
+        one row per text, L2-normalized unless ``normalize`` is False. ``pooling`` ("mean", "cls",
+        "last", "rank"; None: the model's own) overrides how a text's tokens are reduced; "none"
+        gives one (n_tokens, n_embd) array per text instead.
+
+        Runs on a second context with embeddings on (created on first use, re-created when the
+        pooling changes), so a generation engine embeds without reloading its model; many texts
+        share each decode, one sequence id each. A text must fit ``ModelParams.n_ctx``.
+        """
+        items = [texts] if isinstance(texts, str) else list(texts)
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise LlamaInferenceException(f"texts are strings; item {i} is {type(text).__name__}", {"index": i})
+        tokens = [self.tokenize(text, add_special=True, parse_special=True) for text in items]
+        with self._reserved():
+            embedder = self._embedder
+            if embedder is None or embedder.pooling != pooling:
+                if embedder is not None:
+                    self._embedder = None
+                    embedder.close()
+                pooling_type(pooling)  # a bad name raises before a context is made
+                embedder = self._embedder = Embedder(self.model, self.context.n_ctx, pooling,
+                                                     self.params.n_threads or 0, self._gpu_offload())
+            return embedder.embed(tokens, normalize)
+
+    def _gpu_offload(self) -> bool:
+        return _offloads(self.params)
 
     # -- chat templates ----------------------------------------------------------------------
 
@@ -306,7 +437,8 @@ class LlamaEngine:
                chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
-               thinking_budget_tokens: int | None = None, upstream_compat: bool = False) -> ChatStream:
+               thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
+               logprobs: bool | None = None, top_logprobs: int | None = None) -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
@@ -316,9 +448,10 @@ class LlamaEngine:
         Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
         with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
         template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
-        thought with the template's end tag.
+        thought with the template's end tag. ``logprobs`` / ``top_logprobs`` (OpenAI's; they override
+        ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
         """
-        params = params or GenerationParams()
+        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
         result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
                                     parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
                                     reasoning_format=reasoning_format, continue_final_message=continue_final_message,
@@ -357,7 +490,35 @@ class LlamaEngine:
         return validate_output(output, reply.content, reply.finish_reason)
 
 
+def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
+    changes: dict[str, Any] = {}
+    if logprobs is not None:
+        changes["logprobs"] = bool(logprobs)
+    if top_logprobs is not None:
+        changes["top_logprobs"] = top_logprobs
+    return dataclasses.replace(params, **changes) if changes else params
+
+
+def _top_logprobs(params: GenerationParams) -> int | None:
+    """How many alternatives each token's logprob entry lists; None when logprobs are off."""
+    top = check_top_logprobs(params.top_logprobs)
+    if not params.logprobs:
+        if top:
+            raise LlamaInferenceException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
+        return None
+    return top
+
+
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _offloads(params: ModelParams) -> bool:
+    """Whether the model's layers (and so its KV cache) may live off this machine's RAM. The RPC
+    backend is compiled in by default: only a real GPU backend or an actual RPC server counts."""
+    from .. import build_info
+
+    offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
+    return params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
 
 
 def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:

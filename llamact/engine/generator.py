@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException
 from ..native.context import Context
@@ -20,7 +22,13 @@ from ..native.guided import GuidedSampler
 from ..native.sampler import SamplerChain
 from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .detokenizer import Utf8Stream
+from .logprobs import LogprobReader, TokenLogprob
 from .stops import StopMatcher
+
+# f(token_ids, logits) -> new logits or None: runs before the sampler chain on the native row
+# (changing it in place), or returns an array to copy into it. token_ids: every token in the
+# sequence so far (prompt and generated), an int32 view valid during the call.
+LogitsProcessor = Callable[[np.ndarray, np.ndarray], np.ndarray | None]
 
 
 class StopReason(str, enum.Enum):
@@ -71,6 +79,8 @@ class GenerationChunk(NamedTuple):
     # the end-of-generation token the model sampled (final chunk only): not part of the text or of
     # ``Timings.n_generated``, but llama-server lists and counts it (``return_tokens``, usage)
     end_token: int | None = None
+    # with ``GenerationParams.logprobs``: the token's logprob and its top alternatives
+    logprob: TokenLogprob | None = None
 
     @property
     def finish_reason(self) -> str | None:
@@ -86,6 +96,7 @@ class GenerationResult:
     timings: Timings
     stop_string: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    logprobs: list[TokenLogprob] | None = None  # per generated token, with GenerationParams.logprobs
 
 
 def generate(
@@ -96,9 +107,16 @@ def generate(
     stop: Sequence[str] = (),
     render_special: bool = False,
     n_past: int = 0,
+    top_logprobs: int | None = None,
+    processors: Sequence[LogitsProcessor] = (),
+    past_tokens: Sequence[int] = (),
 ) -> Iterator[GenerationChunk]:
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
+
+    ``top_logprobs`` (None: off) gives each chunk its token's logprob and that many alternatives
+    (``logprobs``). ``processors`` run on the logits before each sampling; they see the token ids
+    ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated.
     """
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
@@ -113,11 +131,42 @@ def generate(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < -1:
         raise LlamaInferenceException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
 
-    return _token_loop(TokenStepper(context, sampler, render_special), prompt, n_ctx, max_tokens, stop, n_past)
+    stepper = TokenStepper(context, sampler, render_special)
+    reader = LogprobReader(context.model.vocab, top_logprobs) if top_logprobs is not None else None
+    history = _History(context, [*past_tokens, *prompt], processors) if processors else None
+    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history)
+
+
+class _History:
+    """The token ids a logits processor sees, and the call that runs the processors on the native row."""
+
+    def __init__(self, context: Context, tokens: list[int], processors: Sequence[LogitsProcessor]) -> None:
+        self._context = context
+        self._ids = np.zeros(len(tokens) + context.n_ctx, dtype=np.int32)
+        self._ids[: len(tokens)] = tokens
+        self._n = len(tokens)
+        self._processors = tuple(processors)
+
+    def append(self, token: int) -> None:
+        self._ids[self._n] = token
+        self._n += 1
+
+    def process(self) -> None:
+        ids = self._ids[: self._n]
+        ids.flags.writeable = False
+        try:
+            with self._context.borrow_logits() as row:
+                for processor in self._processors:
+                    out = processor(ids, row)
+                    if out is not None and out is not row:
+                        row[:] = out
+        finally:
+            ids.flags.writeable = True
 
 
 def _token_loop(
-    stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int
+    stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int,
+    reader: LogprobReader | None = None, history: _History | None = None,
 ) -> Iterator[GenerationChunk]:
     n_cached = n_past
     t0 = time.perf_counter()
@@ -127,6 +176,11 @@ def _token_loop(
     prompt_ms = (t1 - t0) * 1000
 
     step = stepper.step
+    if history is not None:
+        process, step_after = history.process, stepper.step_after
+
+        def step() -> int:
+            return step_after(process)
     utf8 = Utf8Stream()
     stops = StopMatcher(stop)
     feed_utf8, feed_stops = utf8.feed, stops.feed
@@ -149,7 +203,14 @@ def _token_loop(
                 n_past += 1
             n_generated += 1
             text, stopped = feed_stops(feed_utf8(stepper.piece))
-            yield GenerationChunk(text, token)
+            if history is not None:
+                history.append(token)
+            if reader is None:
+                yield GenerationChunk(text, token)
+            else:
+                with stepper.context.borrow_logits() as row:
+                    entry = reader.read(row, token)
+                yield GenerationChunk(text, token, logprob=entry)
             if stopped:
                 reason = StopReason.STOP_STRING
             elif n_generated >= limit:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LlamaInferenceException
 
@@ -45,6 +47,8 @@ class ModelParams:
     chat_template: str | None = None
     # sequences the context holds at once (``BatchScheduler``'s slots); each gets n_ctx / n_seq_max positions
     n_seq_max: int = 1
+    # LoRA adapters applied from the start: (path of an adapter GGUF made for this model, scale)
+    loras: Sequence[tuple[str | os.PathLike[str], float]] = ()
 
     def __post_init__(self) -> None:
         # Tuples, so a frozen ModelParams stays hashable and no caller's list changes under it;
@@ -56,6 +60,8 @@ class ModelParams:
             elif value is not None and isinstance(value, Iterable):
                 value = tuple(value)
             object.__setattr__(self, name, value)
+        if not isinstance(self.loras, (str, bytes)) and isinstance(self.loras, Iterable):
+            object.__setattr__(self, "loras", tuple(self.loras))
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,13 @@ class GenerationParams:
     stop: str | Sequence[str] = ()
     render_special: bool = False
     cache_prompt: bool = True
+    # OpenAI's logprobs: each generated token's logprob and the ``top_logprobs`` most likely
+    # alternatives, from the softmax of the raw logits (before the sampler chain), as llama-server
+    logprobs: bool = False
+    top_logprobs: int = 0
+    # f(token_ids, logits) -> logits or None, run in order before the sampler chain on each
+    # token's logits row (in place on native memory; see generator.LogitsProcessor)
+    logits_processors: Sequence[Callable[[Any, Any], Any]] = ()
 
     def __post_init__(self) -> None:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each

@@ -97,6 +97,12 @@ class PromptCache:
         else:
             del self._tokens[n_held:]
 
+    def restore(self, tokens: Sequence[int]) -> None:
+        """The KV cache was just loaded from a file holding ``tokens`` at positions 0..: record them
+        (cut to what the memory holds, as after a generation)."""
+        self._tokens[:] = tokens
+        self.sync()
+
     def clear(self) -> None:
         """Empty the KV cache and the record."""
         self._tokens.clear()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import operator
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, SupportsIndex
+
+import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from . import llama_h, log
@@ -35,6 +39,8 @@ class ContextOptions:
     swa_full: bool = True     # sliding-window layers keep every position (False: only the window)
     type_k: str | None = None  # KV cache element types (KV_CACHE_TYPES); None = upstream's f16
     type_v: str | None = None  # a quantized V cache needs flash attention
+    pooling_type: int = -1    # llama_h.LlamaPoolingType; -1 (UNSPECIFIED) = the model's own
+    kv_unified: bool = False  # one KV buffer shared by all sequences (else n_ctx split between them)
 
     def __post_init__(self) -> None:
         # Checked on construction, so a caller can refuse bad options before loading a model.
@@ -146,6 +152,27 @@ def _state_file_problem(path: str | os.PathLike[str], capacity: int) -> str | No
     return _state_prefix_problem(head, size - offset)
 
 
+_SEQ_MAGIC = 0x67677371  # 'ggsq': llama_state_seq_save_file's files
+_SEQ_VERSION = 3
+_SEQ_STREAM_MAGIC = 0xAF143CD8  # io_magic in llama-context.cpp: heads llama_state_seq_get_data's bytes
+
+
+def _seq_file_parts(data: bytes, capacity: int) -> tuple[str | None, list[int], int]:
+    """A sequence state file's (problem or None, tokens, offset of the state bytes)."""
+    if len(data) < 12:
+        return "the file is too short to be a sequence state", [], 0
+    magic, version, n_tokens = (int.from_bytes(data[i : i + 4], "little") for i in (0, 4, 8))
+    if magic != _SEQ_MAGIC or version != _SEQ_VERSION:
+        return f"not a llama.cpp sequence state file (magic {magic:08x}, version {version})", [], 0
+    if n_tokens > capacity:
+        return f"it holds {n_tokens} tokens, more than this context's {capacity}", [], 0
+    offset = 12 + 4 * n_tokens
+    if offset > len(data):
+        return "the file is truncated (its token list is cut)", [], 0
+    tokens = list(memoryview(data)[12:offset].cast("i")) if n_tokens else []
+    return None, tokens, offset
+
+
 class Context(NativeHandle):
     """An inference context. Closing the model closes it first.
 
@@ -184,6 +211,8 @@ class Context(NativeHandle):
                 else llama_h.LlamaFlashAttnType.DISABLED
             )
         params.embeddings = options.embeddings
+        params.pooling_type = options.pooling_type
+        params.kv_unified = options.kv_unified
         params.offload_kqv = options.offload_kqv
         params.no_perf = options.no_perf
         params.swa_full = options.swa_full
@@ -309,17 +338,64 @@ class Context(NativeHandle):
             f"llama_decode failed (code {rc}): the batch holds invalid tokens or positions", {"code": rc}
         )
 
-    def logits(self, index: int = -1) -> ctypes.Array[ctypes.c_float]:
-        """A copy of the logits row of output ``index`` (-1 = last). A copy, not a view: the native
-        row is overwritten by the next decode and freed with the context."""
+    def logits(self, index: int = -1) -> np.ndarray:
+        """The logits row of output ``index`` (-1 = last) as a float32 numpy array that owns its
+        memory: a copy, because the native row is overwritten by the next decode and freed with
+        the context."""
+        with self.borrow_logits(index) as row:
+            return row.copy()
+
+    @contextmanager
+    def borrow_logits(self, index: int = -1) -> Iterator[np.ndarray]:
+        """``with context.borrow_logits() as row:`` the native logits row of output ``index`` as a
+        writable numpy view, valid only inside the block (the context is pinned meanwhile, so a
+        close from another thread waits). Writing to it changes what the sampler sees next."""
         n_vocab = self.model._n_vocab
-        row = (ctypes.c_float * n_vocab)()
         with self.pinned() as ctx:
             ptr = self._lib.llama_get_logits_ith(ctx, index)
             if not ptr:
                 raise LlamaInferenceException(f"no logits for output {index}", {"index": index})
-            ctypes.memmove(row, ptr, ctypes.sizeof(row))
-        return row
+            yield np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+
+    # -- adapters ----------------------------------------------------------------------------
+
+    def set_loras(self, adapters: Sequence[tuple[Any, float]]) -> None:
+        """Apply exactly these ``(LoraAdapter, scale)`` pairs from the next decode on (none: the
+        base model). The adapters must stay open while they are set."""
+        n = len(adapters)
+        ptrs = (llama_h.llama_adapter_lora_p * max(n, 1))()
+        scales = (ctypes.c_float * max(n, 1))()
+        with contextlib.ExitStack() as pins, self.pinned() as ptr:
+            for i, (adapter, scale) in enumerate(adapters):
+                ptrs[i] = pins.enter_context(adapter.pinned())
+                scales[i] = float(scale)
+            rc = int(self._lib.llama_set_adapters_lora(ptr, ptrs, n, scales))
+        if rc != 0:
+            raise LlamaContextException(f"llama.cpp could not set the LoRA adapters (code {rc})", {"code": rc})
+
+    # -- embeddings (a context created with ContextOptions.embeddings) -------------------------
+
+    @property
+    def pooling_type(self) -> int:
+        """The pooling this context applies (a llama_h.LlamaPoolingType value)."""
+        with self.pinned() as ptr:
+            return int(self._lib.llama_pooling_type(ptr))
+
+    def embedding(self, *, seq_id: int | None = None, index: int | None = None) -> np.ndarray:
+        """A float32 copy of the pooled embedding of sequence ``seq_id``, or of output ``index``'s
+        own embedding (pooling none), from the last decode."""
+        with self.pinned() as ctx:
+            n = int(self._lib.llama_model_n_embd_out(self._lib.llama_get_model(ctx)))
+            if seq_id is not None:
+                ptr = self._lib.llama_get_embeddings_seq(ctx, seq_id)
+            else:
+                ptr = self._lib.llama_get_embeddings_ith(ctx, -1 if index is None else index)
+            if not ptr:
+                raise LlamaInferenceException(
+                    "no embedding for that sequence or output: was the context created with embeddings on?",
+                    {"seq_id": seq_id, "index": index},
+                )
+            return np.ctypeslib.as_array(ptr, shape=(n,)).copy()
 
     # -- memory (KV cache) -------------------------------------------------------------------
 
@@ -381,6 +457,8 @@ class Context(NativeHandle):
         return bytes(buf[:written])
 
     def load_state_bytes(self, data: bytes) -> None:
+        """Restore a state from :meth:`state_bytes`. On failure the memory is cleared (nothing
+        half-loaded stays) and LlamaStateException raised."""
         self.check_open()
         bad = _state_prefix_problem(bytes(data[:4]), len(data))
         if bad:
@@ -390,6 +468,7 @@ class Context(NativeHandle):
         with self.pinned() as ptr:
             read = int(self._lib.llama_state_set_data(ptr, buf, len(data)))
         if read == 0 or read != len(data):
+            self._forget(-1)
             reasons = log.problems_since(position)
             raise LlamaStateException(
                 "the saved state does not fit this context (different model or context size?)"
@@ -398,6 +477,8 @@ class Context(NativeHandle):
             )
 
     def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
+        """Write the whole context state (every sequence's KV cache, the last logits) to ``path``,
+        with ``tokens`` (what the cache holds) for :meth:`load_state` to give back."""
         ids = self.model.vocab.token_ids(tokens)
         arr = (llama_h.llama_token * len(ids))(*ids)
         raw_path = _c_path(path)
@@ -407,7 +488,9 @@ class Context(NativeHandle):
             raise LlamaStateException(f"could not save the state to {path}", {"path": str(path)})
 
     def load_state(self, path: str | os.PathLike[str], capacity: int | None = None) -> list[int]:
-        """Restore a state saved with :meth:`save_state`; returns the tokens saved with it."""
+        """Restore a state saved with :meth:`save_state`; returns the tokens saved with it. A file
+        of another model, a truncated one, or one holding more than this context fits raises
+        LlamaStateException, with the memory cleared (nothing half-loaded stays)."""
         capacity = capacity or self.n_ctx
         raw_path = _c_path(path)
         bad = _state_file_problem(path, capacity)
@@ -419,12 +502,66 @@ class Context(NativeHandle):
         with self.pinned() as ptr:
             loaded = self._lib.llama_state_load_file(ptr, raw_path, arr, capacity, ctypes.byref(count))
         if not loaded:
+            self._forget(-1)
             raise LlamaStateException(
                 f"could not load a state from {path}: "
                 + "; ".join(log.problems_since(position) or ["not a state file for this model/context"]),
                 {"path": str(path)},
             )
         return list(arr[: count.value])
+
+    def save_seq_state(self, path: str | os.PathLike[str], seq_id: int, tokens: Sequence[int]) -> None:
+        """Write sequence ``seq_id``'s KV cache (``llama_state_seq_save_file``) with ``tokens``."""
+        ids = self.model.vocab.token_ids(tokens)
+        arr = (llama_h.llama_token * len(ids))(*ids)
+        raw_path = _c_path(path)
+        with self.pinned() as ptr:
+            written = int(self._lib.llama_state_seq_save_file(ptr, raw_path, seq_id, arr, len(ids)))
+        if written == 0:
+            raise LlamaStateException(f"could not save sequence {seq_id} to {path}", {"path": str(path)})
+
+    def load_seq_state(self, path: str | os.PathLike[str], seq_id: int, capacity: int | None = None) -> list[int]:
+        """Restore a file of :meth:`save_seq_state` (llama.cpp's sequence state file) into sequence
+        ``seq_id``, replacing its cells; returns the tokens saved with it. On failure the sequence is
+        emptied and LlamaStateException raised.
+
+        The file is read here and its state handed to ``llama_state_seq_set_data``, not to
+        ``llama_state_seq_load_file``: on a truncated file the latter reads past the end and then
+        aborts the process (GGML_ASSERT(nread <= state_size), llama-context.cpp), while the
+        in-memory reader raises, which llama.cpp turns into a failed load."""
+        capacity = capacity or self.n_ctx
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise LlamaStateException(f"could not read a sequence state from {path}: {exc.strerror}",
+                                      {"path": str(path)}) from exc
+        problem, tokens, offset = _seq_file_parts(data, capacity)
+        if problem:
+            self.memory_seq_rm(seq_id)
+            raise LlamaStateException(f"could not load a sequence state from {path}: {problem}", {"path": str(path)})
+        # llama_state_seq_set_data's layout: its stream magic and a sequence id, then the cells
+        body = _SEQ_STREAM_MAGIC.to_bytes(4, "little") + seq_id.to_bytes(4, "little", signed=True) + data[offset:]
+        buf = (ctypes.c_uint8 * len(body)).from_buffer_copy(body)
+        position = log.mark()
+        with self.pinned() as ptr:
+            self._lib.llama_memory_seq_rm(self._lib.llama_get_memory(ptr), seq_id, -1, -1)
+            read = int(self._lib.llama_state_seq_set_data(ptr, buf, len(body), seq_id))
+        if read != len(body):
+            self._forget(seq_id)
+            raise LlamaStateException(
+                f"could not load a sequence state from {path}: "
+                + "; ".join(log.problems_since(position) or ["it does not fit this model and context"]),
+                {"path": str(path), "seq_id": seq_id},
+            )
+        return tokens
+
+    def _forget(self, seq_id: int) -> None:
+        """After a failed load: drop whatever it left (-1: the whole memory)."""
+        if seq_id < 0:
+            self.memory_clear()
+        else:
+            self.memory_seq_rm(seq_id)
 
     # -- performance -------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ to a decode.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import LlamaInferenceException
 from . import llama_h
@@ -75,6 +75,10 @@ class TokenStepper:
         self.piece = b""
         self.end_token: int | None = None  # the end-of-generation token step() sampled, if any
 
+    @property
+    def context(self) -> Context:
+        return self._context
+
     def prefill(self, tokens: Sequence[int]) -> bool:
         """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it).
         False when an abort request stopped it; raises LlamaException on a decode error."""
@@ -126,6 +130,26 @@ class TokenStepper:
             ctx_lock.release()
         self._prev = token
         return token
+
+    def step_after(self, process: Callable[[], None]) -> int:
+        """``step()`` with ``process()`` run between the decode of the previous token and the
+        sampling: it may change the logits row in place (``Context.borrow_logits``), and the
+        sampler chain reads the changed row. Same returns as ``step()``."""
+        prev = self._prev
+        if prev != LLAMA_TOKEN_NULL:
+            one = (llama_h.llama_token * 1)(prev)
+            context = self._context
+            with context.pinned() as ctx_ptr:
+                rc = self._decode(ctx_ptr, self._lib.llama_batch_get_one(one, 1), self._head[3], *self._err.args)
+            if rc == 1:
+                return STEP_CONTEXT_FULL
+            if rc == 2:
+                return STEP_CANCELLED
+            if rc != 0:
+                context._raise_decode_error(rc, self._err.message)
+            self._prev = LLAMA_TOKEN_NULL  # decoded: the step below only samples
+        process()
+        return self.step()
 
     def _big_piece(self, token: int, size: int) -> bytes:
         """A piece over _PIECE_CAP bytes (rare): fetched whole, in a buffer of its size."""

@@ -77,6 +77,7 @@ class ServerConfig:
     # do_checkpoint); logits depend on how a prompt is batched, so greedy answers then part at near
     # ties. With it the server evaluates the prompt in n_batch pieces, as llamact does.
     swa_full: bool = True
+    extra_args: tuple[str, ...] = ()  # e.g. ("--embeddings", "--pooling", "mean")
 
     def arguments(self, port: int) -> list[str]:
         args = [
@@ -95,7 +96,7 @@ class ServerConfig:
             args.append("--swa-full")
         if self.chat_template_file is not None:
             args += ["--chat-template-file", str(self.chat_template_file)]
-        return args
+        return args + list(self.extra_args)
 
 
 def _die_with_parent() -> None:

@@ -1,0 +1,52 @@
+"""engine.embed(): shapes, pooling overrides against the per-token output, batching, errors (SmolLM2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llamact.engine import GenerationParams, LlamaEngine, ModelParams
+from llamact.errors import LlamaContextException, LlamaInferenceException
+
+pytestmark = pytest.mark.model
+
+TEXTS = ["The cat sat on the mat.", "hello", "Embeddings map text to vectors."]
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2_path):
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=2)) as eng:
+        yield eng
+
+
+def test_pooled_rows_agree_with_the_per_token_states(engine):
+    per_token = engine.embed(TEXTS, normalize=False, pooling="none")
+    assert [rows.shape[0] for rows in per_token] == [len(engine.tokenize(t)) for t in TEXTS]
+    mean = engine.embed(TEXTS, normalize=False, pooling="mean")
+    last = engine.embed(TEXTS, normalize=False, pooling="last")
+    assert mean.dtype == np.float32 and mean.shape == (3, engine.model.n_embd)
+    np.testing.assert_allclose(mean, np.stack([r.mean(axis=0) for r in per_token]), atol=1e-4)
+    np.testing.assert_allclose(last, np.stack([r[-1] for r in per_token]), atol=1e-4)
+
+
+def test_batched_equals_one_at_a_time_and_normalized(engine):
+    together = engine.embed(TEXTS, pooling="mean")
+    alone = np.concatenate([engine.embed(t, pooling="mean") for t in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
+
+
+def test_generation_still_works_between_embeddings(engine):
+    before = engine.complete("The sky is", GenerationParams(greedy=True, max_tokens=4, cache_prompt=False))
+    engine.embed(TEXTS, pooling="mean")
+    after = engine.complete("The sky is", GenerationParams(greedy=True, max_tokens=4, cache_prompt=False))
+    assert after.tokens == before.tokens
+
+
+def test_bad_input(engine):
+    with pytest.raises(LlamaInferenceException, match="pooling"):
+        engine.embed(TEXTS, pooling="max")
+    with pytest.raises(LlamaContextException, match="more than the embedding context"):
+        engine.embed(["word " * 400], pooling="mean")
+    with pytest.raises(LlamaInferenceException, match="strings"):
+        engine.embed([b"bytes"], pooling="mean")  # type: ignore[list-item]
