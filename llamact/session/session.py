@@ -15,7 +15,9 @@ The tool loop (``send_with_tools``) lives in ``llamact.session.tools``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..chat.messages import ChatMessage
@@ -179,6 +181,23 @@ class ChatSession:
         schema = response_format_for(output)
         reply = self.send(content, response_format=schema, **kwargs)
         return validate_output(output, reply.content, reply.finish_reason)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save the conversation and the engine's KV cache into the directory ``path``, so that
+        ``ChatSession.load`` resumes it without evaluating the history again (see
+        ``llamact.session.persistence``). Call it between requests, after the last reply."""
+        from .persistence import save_session
+
+        return save_session(self, path)
+
+    @classmethod
+    def load(cls, engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSession:
+        """The session saved in ``path`` (a ``ChatSession`` or ``TemplateTimeChatSession``, as saved)
+        on ``engine``, its KV cache restored. Raises LlamaStateException for another model's session
+        or a state the context cannot take, leaving the engine's cache empty."""
+        from .persistence import load_session
+
+        return load_session(engine, path)
 
     def cancel(self) -> None:
         """Stop the generation in progress (from any thread) and, in a tool loop, the loop."""
