@@ -267,6 +267,8 @@ def ensure_cached_tree(pin: dict[str, str], order: list[str], log=print) -> Path
 
 
 def link_into_repo(tree: Path, copy: bool) -> None:
+    # A full tree replaces whatever was there, an sdist's pruned tree and its record included.
+    OMITTED_FILE.unlink(missing_ok=True)
     if DEST.is_symlink() or DEST.is_file():
         DEST.unlink()
     elif DEST.is_dir():
