@@ -10,6 +10,7 @@ whether the cache answered instead. Serves from a daemon thread that the fixture
 from __future__ import annotations
 
 import hashlib
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,24 +57,26 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            data = hub.files[key].read_bytes()
+            path = hub.files[key]
+            size = path.stat().st_size
             start = 0
             range_header = self.headers.get("Range")
             if range_header and range_header.startswith("bytes="):
                 start = int(range_header[len("bytes="):].split("-", 1)[0] or 0)
-            body = data[start:]
             self.send_response(206 if start else 200)
             self.send_header("X-Repo-Commit", COMMIT)
             self.send_header("ETag", f'"{hub.etags[key]}"')
             self.send_header("X-Linked-Etag", f'"{hub.etags[key]}"')
-            self.send_header("X-Linked-Size", str(len(data)))
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Linked-Size", str(size))
+            self.send_header("Content-Length", str(size - start))
             self.send_header("Accept-Ranges", "bytes")
             if start:
-                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
             self.end_headers()
             if with_body:
-                self.wfile.write(body)
+                with path.open("rb") as fh:
+                    fh.seek(start)
+                    shutil.copyfileobj(fh, self.wfile, 1 << 20)
 
         def do_HEAD(self) -> None:  # noqa: N802
             self._answer(with_body=False)
