@@ -5,6 +5,9 @@ The public API is what this module exports; everything else may change.
 
 from ._build import build_info
 from .engine import (
+    AsyncChatStream,
+    AsyncLlamaEngine,
+    Device,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
@@ -12,7 +15,9 @@ from .engine import (
     ModelParams,
     StopReason,
     Timings,
+    devices,
 )
+from .engine.structured import parse_structured_json
 from .errors import (
     LlamaContextException,
     LlamaException,
@@ -21,11 +26,16 @@ from .errors import (
     LlamaStateException,
     LlamaUnsupportedException,
 )
+from .session import ChatSession, SessionStream, TemplateTimeChatSession
+from .session.tool_functions import Tool
+from .session.tools import ToolCallRequest, ToolLoopResult
 
 __version__ = "0.1.0"
 
 __all__ = [
     "build_info",
+    "devices",
+    "Device",
     "GenerationChunk",
     "GenerationParams",
     "GenerationResult",
@@ -33,6 +43,15 @@ __all__ = [
     "ModelParams",
     "StopReason",
     "Timings",
+    "AsyncChatStream",
+    "AsyncLlamaEngine",
+    "ChatSession",
+    "TemplateTimeChatSession",
+    "SessionStream",
+    "Tool",
+    "ToolCallRequest",
+    "ToolLoopResult",
+    "parse_structured_json",
     "LlamaException",
     "LlamaModelException",
     "LlamaContextException",

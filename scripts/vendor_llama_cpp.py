@@ -43,7 +43,8 @@ OMITTED_FILE = REPO / "vendor" / "llama-cpp-omitted.json"
 DEFAULT_ORDER = ("vendor", "dir", "cache", "github", "npm")
 # What a build of the library needs from the pinned tree; an sdist carries only these (about a
 # fifth of the tree: no models, docs, tools or tests) and records the object ids of the rest.
-SDIST_KEEP = ("CMakeLists.txt", "LICENSE", "cmake", "include", "src", "ggml", "vendor", "licenses")
+# tools/rpc is upstream's ggml-rpc-server (`llamact rpc-server`), 28 KB linking only ggml.
+SDIST_KEEP = ("CMakeLists.txt", "LICENSE", "cmake", "include", "src", "ggml", "vendor", "licenses", "tools/rpc")
 NETWORK_TIMEOUT_S = 8.0
 
 
@@ -312,17 +313,25 @@ def prune_for_sdist(tree: Path, out: Path, pin: dict[str, str]) -> None:
     """
     verify(tree, pin)
     dest = out / "llama.cpp"
-    dest.mkdir(parents=True)
     omitted: dict[str, tuple[str, str]] = {}
-    for entry in sorted(tree.iterdir()):
-        if entry.name == ".git":
-            continue
-        if entry.name not in SDIST_KEEP:
-            omitted[entry.name] = _object_id(entry)
-        elif entry.is_dir() and not entry.is_symlink():
-            shutil.copytree(entry, dest / entry.name, symlinks=True)
-        else:
-            shutil.copy2(entry, dest / entry.name, follow_symlinks=False)
+
+    def copy_kept(src: Path, to: Path, rel: str) -> None:
+        to.mkdir(parents=True)
+        for entry in sorted(src.iterdir()):
+            path = rel + entry.name
+            if entry.name == ".git":
+                continue
+            if path in SDIST_KEEP:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.copytree(entry, to / entry.name, symlinks=True)
+                else:
+                    shutil.copy2(entry, to / entry.name, follow_symlinks=False)
+            elif entry.is_dir() and any(keep.startswith(path + "/") for keep in SDIST_KEEP):
+                copy_kept(entry, to / entry.name, path + "/")  # keep a part of this directory
+            else:
+                omitted[path] = _object_id(entry)
+
+    copy_kept(tree, dest, "")
     record = {"pin_tree": pin["tree"], "omitted": omitted}
     (out / OMITTED_FILE.name).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     if tree_hash(dest, omitted) != pin["tree"]:

@@ -23,7 +23,11 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_commands() -> None:
     proc = _run("--help")
     assert proc.returncode == 0
-    assert "generate" in proc.stdout and "chat" in proc.stdout
+    assert "generate" in proc.stdout and "chat" in proc.stdout and "serve" in proc.stdout
+    serve = _run("serve", "--help")
+    for flag in ("--model", "--host", "--port", "--parallel", "--ctx-size", "--api-key", "--chat-template-file",
+                 "--config"):
+        assert flag in serve.stdout, flag
     gen = _run("generate", "--help")
     for flag in ("--model", "--prompt", "--n-predict", "--threads", "--ctx-size", "--greedy", "--seed", "--temp",
                  "--top-k", "--top-p", "--min-p", "--json"):
@@ -58,6 +62,21 @@ def test_chat_streams_an_answer(smollm2_path: Path) -> None:
     assert lines[0] == "> Say hello."
     assert "".join(lines[1:]).strip()  # the model answered something
     assert "loading" in proc.stderr and "100%" in proc.stderr  # the progress bar
+
+
+def test_serve_refuses_a_missing_model_at_once(tmp_path: Path) -> None:
+    proc = _run("serve", "--model", str(tmp_path / "missing.gguf"), "--port", "0")
+    assert proc.returncode == 1
+    assert "missing.gguf does not exist" in proc.stderr
+
+
+def test_serve_stops_when_the_model_fails_to_load(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    proc = _run("serve", "--model", str(bad), "--port", "0")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("llamact: error:") and "bad.gguf" in last
 
 
 def test_bad_model_is_a_clean_error(tmp_path: Path) -> None:

@@ -1,10 +1,14 @@
 """The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
 
+from .aio import AsyncChatStream, AsyncLlamaEngine
+from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
 
 __all__ = [
+    "AsyncChatStream",
+    "AsyncLlamaEngine",
     "LlamaEngine",
     "GenerationStream",
     "GenerationChunk",
@@ -13,4 +17,6 @@ __all__ = [
     "Timings",
     "GenerationParams",
     "ModelParams",
+    "Device",
+    "devices",
 ]

@@ -5,17 +5,21 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..chat.apply import apply_templates
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
+from ..chat.templates import ChatTemplates
 from ..errors import LlamaInferenceException, LlamaStateException
 from ..native.context import Context, ContextOptions
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
 from .chat_completion import ChatStream
+
+if TYPE_CHECKING:
+    from .aio import AsyncChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
@@ -95,27 +99,38 @@ class LlamaEngine:
     ) -> LlamaEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel."""
         params = params or ModelParams()
+        context_options = ContextOptions(  # checked here, before the model takes time and memory
+            n_ctx=params.n_ctx,
+            n_batch=params.n_batch,
+            n_ubatch=params.n_ubatch,
+            n_threads=params.n_threads or 0,
+            n_threads_batch=params.n_threads_batch or 0,
+            flash_attn=params.flash_attn,
+            type_k=params.type_k,
+            type_v=params.type_v,
+            n_seq_max=params.n_seq_max,
+        )
         model = Model(
             path,
-            ModelLoadOptions(n_gpu_layers=params.n_gpu_layers, main_gpu=params.main_gpu, use_mmap=params.use_mmap),
+            ModelLoadOptions(
+                n_gpu_layers=params.n_gpu_layers,
+                main_gpu=params.main_gpu,
+                use_mmap=params.use_mmap,
+                split_mode=params.split_mode,
+                tensor_split=_tuple_or_none(params.tensor_split),
+                devices=_tuple_or_none(params.devices),
+                rpc_servers=tuple(params.rpc_servers),
+            ),
             progress=progress,
         )
         try:
             from .. import build_info
 
-            gpu = params.n_gpu_layers != 0 and any(b != "cpu" for b in build_info()["backends"])
-            context = Context(
-                model,
-                ContextOptions(
-                    n_ctx=params.n_ctx,
-                    n_batch=params.n_batch,
-                    n_ubatch=params.n_ubatch,
-                    n_threads=params.n_threads or 0,
-                    n_threads_batch=params.n_threads_batch or 0,
-                    flash_attn=params.flash_attn,
-                ),
-                gpu_offload=gpu,
-            )
+            # The RPC backend is compiled in by default: only a real GPU backend or an actual
+            # RPC server moves the KV cache off this machine's RAM.
+            offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
+            gpu = params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
+            context = Context(model, context_options, gpu_offload=gpu)
         except BaseException:
             model.close()
             raise
@@ -285,6 +300,12 @@ class LlamaEngine:
                              template_now=template_now)
         return apply_templates(self._templates.templates(custom_template), inputs)
 
+    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
+        """The template set requests use (sources, caps): ``custom_template`` when given, else the
+        engine's override or the model's own (see ``chat_template``)."""
+        self.model.check_open()
+        return self._templates.templates(custom_template)
+
     def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
         """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
         return self.chat_template(messages, add_generation_prompt=add_generation_prompt).prompt
@@ -337,5 +358,28 @@ class LlamaEngine:
         with self.create(messages, **kwargs) as stream:
             return stream.completion()
 
+    def acreate(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
+        """``create()`` for asyncio: ``async for chunk in engine.acreate(messages, ...)`` with the same
+        keywords; generation runs in a worker thread and stops when the consumer stops iterating
+        (``aclose()``, leaving ``async with``, or cancelling the task). See ``llamact.engine.aio``."""
+        from .aio import AsyncChatStream
+
+        return AsyncChatStream(self, messages, kwargs)
+
+    def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
+        """The reply to ``messages`` constrained to ``output``'s schema and returned as an ``output``
+        value: ``output`` is a pydantic model class, a TypedDict or dataclass, or a JSON schema dict
+        (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
+        schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
+        for an answer that is cut off or does not validate. Other keywords go to ``create()``."""
+        from .structured import response_format_for, validate_output
+
+        reply = self.create_completion(messages, response_format=response_format_for(output), **kwargs)
+        return validate_output(output, reply.content, reply.finish_reason)
+
 
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)

@@ -15,6 +15,16 @@ class ModelParams:
     ``n_ctx`` 0 takes the model's training context. ``n_threads`` None uses up to 4 cores.
     ``n_gpu_layers`` -1 offloads all layers when the build has a GPU backend (no effect on CPU).
     ``chat_template`` replaces the model's Jinja chat template for every request (None keeps it).
+
+    Placement (llama.cpp's ``-ngl``, ``-sm``, ``-mg``, ``-ts``, ``-dev``, ``--rpc``): ``devices``
+    names the devices to offload to (``llamact.devices()`` lists them; None lets llama.cpp pick
+    every GPU); ``split_mode`` "layer" spreads whole layers over them, "row" splits tensors
+    across them, "none" uses ``main_gpu`` (an index into the devices used) alone;
+    ``tensor_split`` gives each device's share. ``rpc_servers`` ("host:port" of ggml-rpc-servers,
+    see ``llamact rpc-server``) adds remote devices ahead of the local ones; each is probed first.
+    ``flash_attn`` None lets llama.cpp decide; ``type_k``/``type_v`` set the KV cache's element
+    type ("f16" by default; "q8_0", "q4_0", ... save memory; a quantized V cache needs flash
+    attention).
     """
 
     n_ctx: int = 4096
@@ -24,9 +34,28 @@ class ModelParams:
     n_threads_batch: int | None = None
     n_gpu_layers: int = -1
     main_gpu: int = 0
+    split_mode: str = "layer"
+    tensor_split: Sequence[float] | None = None
+    devices: Sequence[str] | None = None
+    rpc_servers: Sequence[str] = ()
     use_mmap: bool = True
     flash_attn: bool | None = None
+    type_k: str | None = None
+    type_v: str | None = None
     chat_template: str | None = None
+    # sequences the context holds at once (``BatchScheduler``'s slots); each gets n_ctx / n_seq_max positions
+    n_seq_max: int = 1
+
+    def __post_init__(self) -> None:
+        # Tuples, so a frozen ModelParams stays hashable and no caller's list changes under it;
+        # a lone string is one device/server, not a sequence of characters.
+        for name in ("tensor_split", "devices", "rpc_servers"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = (value,)
+            elif value is not None and isinstance(value, Iterable):
+                value = tuple(value)
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)

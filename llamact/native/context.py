@@ -33,6 +33,46 @@ class ContextOptions:
     offload_kqv: bool = True
     no_perf: bool = False
     swa_full: bool = True     # sliding-window layers keep every position (False: only the window)
+    type_k: str | None = None  # KV cache element types (KV_CACHE_TYPES); None = upstream's f16
+    type_v: str | None = None  # a quantized V cache needs flash attention
+
+    def __post_init__(self) -> None:
+        # Checked on construction, so a caller can refuse bad options before loading a model.
+        for name in ("type_k", "type_v"):
+            value = getattr(self, name)
+            if value is not None:
+                _kv_type(name, value)
+        if self.type_v in _QUANTIZED_KV and self.flash_attn is False:
+            raise LlamaContextException(
+                f"a quantized V cache (type_v={self.type_v!r}) needs flash attention: "
+                "set flash_attn=True or None, or use type_v='f16'",
+                {"type_v": self.type_v, "flash_attn": False},
+            )
+
+
+#: the KV cache types llama.cpp's own tools accept (common/arg.cpp's kv_cache_types)
+KV_CACHE_TYPES = {
+    "f32": llama_h.GgmlType.F32,
+    "f16": llama_h.GgmlType.F16,
+    "bf16": llama_h.GgmlType.BF16,
+    "q8_0": llama_h.GgmlType.Q8_0,
+    "q4_0": llama_h.GgmlType.Q4_0,
+    "q4_1": llama_h.GgmlType.Q4_1,
+    "iq4_nl": llama_h.GgmlType.IQ4_NL,
+    "q5_0": llama_h.GgmlType.Q5_0,
+    "q5_1": llama_h.GgmlType.Q5_1,
+}
+
+_QUANTIZED_KV = {"q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
+
+
+def _kv_type(name: str, value: object) -> int:
+    kind = KV_CACHE_TYPES.get(value) if isinstance(value, str) else None
+    if kind is None:
+        raise LlamaContextException(
+            f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}", {name: repr(value)}
+        )
+    return int(kind)
 
 
 def _available_memory() -> int | None:
@@ -147,6 +187,10 @@ class Context(NativeHandle):
         params.offload_kqv = options.offload_kqv
         params.no_perf = options.no_perf
         params.swa_full = options.swa_full
+        if options.type_k is not None:
+            params.type_k = _kv_type("type_k", options.type_k)
+        if options.type_v is not None:
+            params.type_v = _kv_type("type_v", options.type_v)
 
         n_ctx = int(params.n_ctx) or model.n_ctx_train
         if not gpu_offload:
@@ -210,6 +254,12 @@ class Context(NativeHandle):
     def n_batch(self) -> int:
         self.check_open()
         return self._n_batch
+
+    @property
+    def n_ctx_seq(self) -> int:
+        """The positions one sequence may use: ``n_ctx`` split between the ``n_seq_max`` sequences."""
+        with self.pinned() as ptr:
+            return int(self._lib.llama_n_ctx_seq(ptr))
 
     @property
     def n_ubatch(self) -> int:

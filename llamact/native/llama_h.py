@@ -729,6 +729,11 @@ class ggml_backend_dev_props(Structure):
     ]
 
 
+#: ``ggml_backend_rpc_add_server`` (ggml-rpc.h), reached through the RPC registry's proc address
+#: so that a build without the RPC backend still loads.
+ggml_backend_rpc_add_server_t = CFUNCTYPE(ggml_backend_reg_t, c_char_p)
+
+
 #: every Structure declared here, keyed by its C struct name (the layout test walks this)
 STRUCTS: dict[str, type[Structure]] = {
     cls.__name__: cls
@@ -1157,6 +1162,8 @@ GGML_FUNCTIONS: dict[str, Prototype] = {
     "ggml_backend_dev_get": ([c_size_t], ggml_backend_dev_t),
     "ggml_backend_dev_by_name": ([c_char_p], ggml_backend_dev_t),
     "ggml_backend_dev_by_type": ([c_int], ggml_backend_dev_t),
+    "ggml_backend_register": ([ggml_backend_reg_t], None),
+    "ggml_backend_reg_get_proc_address": ([ggml_backend_reg_t, c_char_p], c_void_p),
     # dynamic backend loading (GGML_BACKEND_DL builds)
     "ggml_backend_load": ([c_char_p], ggml_backend_reg_t),
     "ggml_backend_load_all": ([], None),

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, SupportsIndex
 
 from ..errors import LlamaInferenceException, LlamaModelException
-from . import llama_h, log
+from . import llama_h, log, rpc
 from ._handle import NativeHandle
 from ._library import native
+from .devices import DeviceList, devices_named, local_default_devices
 from .shim import ErrorBuffer
 from .text import c_string, utf8
 
@@ -37,6 +38,10 @@ class ModelLoadOptions:
     vocab_only: bool = False
     use_mmap: bool = True
     check_tensors: bool = False
+    split_mode: str = "layer"                   # "none" (main_gpu only), "layer", "row", "tensor"
+    tensor_split: tuple[float, ...] | None = None  # share of the model per device, in device order
+    devices: tuple[str, ...] | None = None      # names from devices.list_devices(); None = llama.cpp's pick
+    rpc_servers: tuple[str, ...] = ()           # "host:port" of ggml-rpc-servers to offload to
 
 
 def _check_gguf_file(path: Path) -> None:
@@ -86,6 +91,67 @@ def _load_failure_reason(reasons: list[str]) -> str:
     return reasons[-1].strip() if reasons else "llama.cpp gave no reason"
 
 
+_SPLIT_MODES = {
+    "none": llama_h.LlamaSplitMode.NONE,
+    "layer": llama_h.LlamaSplitMode.LAYER,
+    "row": llama_h.LlamaSplitMode.ROW,
+    "tensor": llama_h.LlamaSplitMode.TENSOR,
+}
+
+
+@dataclass
+class _Placement:
+    """The device fields of llama_model_params, with the C arrays they point into kept alive."""
+
+    split_mode: int
+    devices: DeviceList | None
+    tensor_split: ctypes.Array[ctypes.c_float] | None
+
+
+def _placement(options: ModelLoadOptions, max_devices: int) -> _Placement:
+    """Check the device options and build what llama.cpp takes; llama.cpp asserts (aborts) on
+    some of these, and silently reads past a short tensor_split array."""
+    for name in ("n_gpu_layers", "main_gpu"):
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (-1 if name == "n_gpu_layers" else 0):
+            low = "-1 (all layers)" if name == "n_gpu_layers" else "0"
+            raise LlamaModelException(f"{name} must be an integer >= {low}, got {value!r}", {name: repr(value)})
+    split_mode = _SPLIT_MODES.get(options.split_mode) if isinstance(options.split_mode, str) else None
+    if split_mode is None:
+        raise LlamaModelException(
+            f"split_mode must be one of {', '.join(_SPLIT_MODES)}, got {options.split_mode!r}",
+            {"split_mode": repr(options.split_mode)},
+        )
+    devices: DeviceList | None = None
+    if options.devices is not None or options.rpc_servers:
+        remote = rpc.rpc_devices(list(options.rpc_servers)) if options.rpc_servers else []
+        local = devices_named(list(options.devices)) if options.devices is not None else local_default_devices()
+        # RPC servers first, as llama.cpp's own default selection orders them.
+        devices = DeviceList([*remote, *[d for d in local.array[: len(local)] if d]])
+    elif rpc.any_registered():
+        devices = local_default_devices()
+    n_devices = len(devices if devices is not None else local_default_devices())
+    if split_mode == llama_h.LlamaSplitMode.NONE and 0 < n_devices <= options.main_gpu:
+        raise LlamaModelException(
+            f"main_gpu {options.main_gpu} is out of range: the model uses {n_devices} device(s)",
+            {"main_gpu": options.main_gpu, "devices": n_devices},
+        )
+    tensor_split = None
+    if options.tensor_split is not None:
+        shares = list(options.tensor_split)
+        limit = min(max_devices, max(n_devices, 1))  # one share is harmless on a CPU-only build
+        if not shares or len(shares) > limit or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < float("inf") for x in shares
+        ) or not sum(shares) > 0:
+            raise LlamaModelException(
+                f"tensor_split must hold 1..{limit} non-negative shares (one per device, not all zero), "
+                f"got {options.tensor_split!r}",
+                {"tensor_split": repr(options.tensor_split), "max": limit},
+            )
+        tensor_split = (ctypes.c_float * max_devices)(*shares)
+    return _Placement(int(split_mode), devices, tensor_split)
+
+
 class Model(NativeHandle):
     """A loaded model. Free with ``close()`` or a ``with`` block; closing also closes its contexts."""
 
@@ -102,8 +168,14 @@ class Model(NativeHandle):
         options = options or ModelLoadOptions()
         lib = native()
         params = lib.llama.llama_model_default_params()
+        placement = _placement(options, int(lib.llama.llama_max_devices()))
         params.n_gpu_layers = options.n_gpu_layers
         params.main_gpu = options.main_gpu
+        params.split_mode = placement.split_mode
+        if placement.devices is not None:
+            params.devices = placement.devices.pointer
+        if placement.tensor_split is not None:
+            params.tensor_split = placement.tensor_split
         params.vocab_only = options.vocab_only
         params.check_tensors = options.check_tensors
         if not options.use_mmap:

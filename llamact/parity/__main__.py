@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle", help="the oracle executable (default: the installed one)")
     parser.add_argument("--templates", help="comma-separated template file stems (default: all)")
     parser.add_argument("--no-models", action="store_true", help="leave out the real-model components")
-    parser.add_argument("--no-cache", action="store_true", help="ask the oracle afresh (no answer cache)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="ask the oracle and llama-server afresh (no answer caches)")
     parser.add_argument("--no-server", action="store_true",
                         help="leave out the server_e2e row (which asks llama-server: minutes)")
     parser.add_argument("--server", help="the llama-server executable (default: the installed one)")
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .server_e2e import add_server_e2e_cases
 
-        add_server_e2e_cases(corpus, models, llama_cpp, with_answers=True, executable=find_llama_server(args.server))
+        add_server_e2e_cases(corpus, models, llama_cpp, with_answers=True, executable=find_llama_server(args.server),
+                             cache=not args.no_cache)
     built = time.perf_counter() - started
     runners = ModelRunners(models, llama_cpp) if models else None
     try:

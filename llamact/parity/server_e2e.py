@@ -29,7 +29,8 @@ from typing import Any
 from .. import errors
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case, Corpus
-from .llama_server import LlamaServer, LlamaServerError, ServerConfig
+from .llama_server import LlamaServer, LlamaServerError, ServerConfig, find_llama_server
+from .server_cache import ServerAnswerCache
 from .server_cases import E2ECase, e2e_cases
 from .server_compare import Verdict, compare
 
@@ -49,6 +50,11 @@ class ServerRecord:
     def to_json(self, with_raw: bool = False) -> Json:
         return {"case_id": self.case_id, "template_now": self.template_now, "seconds": round(self.seconds, 3),
                 "error": self.error, "answer": self.answer.to_json(with_raw) if self.answer else None}
+
+    @classmethod
+    def from_json(cls, data: Json) -> ServerRecord:
+        answer = ChatAnswer.from_json(data["answer"]) if data.get("answer") is not None else None
+        return cls(data["case_id"], data["template_now"], answer, data.get("error"), data.get("seconds", 0.0))
 
 
 def ask_server(server: LlamaServer, case: E2ECase) -> ChatAnswer:
@@ -78,20 +84,35 @@ def ask_server(server: LlamaServer, case: E2ECase) -> ChatAnswer:
 
 def run_server_cases(cases: Iterable[E2ECase], models: dict[str, Path], llama_cpp: Path,
                      executable: Path | None = None, n_threads: int | None = None,
-                     progress: Any = None) -> dict[str, ServerRecord]:
+                     progress: Any = None, cache: bool = False) -> dict[str, ServerRecord]:
     """Ask llama-server every case: one server per (model, template, reasoning format), stopped after its
     cases. A case the server refuses is recorded with its error; a server that does not start is an
-    exception (the harness is broken, not the case)."""
+    exception (the harness is broken, not the case). ``cache``: read and keep answers in the
+    on-disk cache (server_cache.py); a server starts only for a group with a case not cached."""
     groups: dict[tuple[str, str, str], list[E2ECase]] = {}
     for case in cases:
         groups.setdefault(case.server_key(), []).append(case)
     records: dict[str, ServerRecord] = {}
+    executable = executable if executable is not None else find_llama_server()
+    answers = ServerAnswerCache(executable) if cache else None
     for (model, _template, reasoning_format), group in groups.items():
         config = ServerConfig(models[model], group[0].template_path(llama_cpp), reasoning_format)
         if n_threads:
             config = replace(config, n_threads=n_threads)
+        keys = {case.id: answers.key(case, config) for case in group} if answers else {}
+        missing = []
+        for case in group:
+            cached = answers.get(keys[case.id]) if answers else None
+            if cached is None:
+                missing.append(case)
+                continue
+            records[case.id] = ServerRecord.from_json(cached)
+            if progress is not None:
+                progress(records[case.id])
+        if not missing:
+            continue
         with LlamaServer(config, executable) as server:
-            for case in group:
+            for case in missing:
                 started = time.perf_counter()
                 record = ServerRecord(case.id, template_now=time.time())
                 try:
@@ -102,6 +123,8 @@ def run_server_cases(cases: Iterable[E2ECase], models: dict[str, Path], llama_cp
                     record.error = str(exc)
                 record.seconds = time.perf_counter() - started
                 records[case.id] = record
+                if answers is not None:
+                    answers.put(keys[case.id], record.to_json(with_raw=True))
                 if progress is not None:
                     progress(record)
     return records
@@ -113,12 +136,12 @@ COMPONENT = "server_e2e"
 
 
 def add_server_e2e_cases(corpus: Corpus, models: dict[str, Path], llama_cpp: Path, *, with_answers: bool,
-                         executable: Path | None = None) -> None:
+                         executable: Path | None = None, cache: bool = True) -> None:
     """The row's cases for the models at hand. ``with_answers`` asks llama-server (minutes); without
     it the cases are listed with no answer (counted, never judged equal).
     """
     cases = [c for c in e2e_cases() if c.model in models]
-    records = run_server_cases(cases, models, llama_cpp, executable) if with_answers else {}
+    records = run_server_cases(cases, models, llama_cpp, executable, cache=cache) if with_answers else {}
     for e2e in cases:
         corpus.add(row_case(e2e, records.get(e2e.id)))
 

@@ -80,6 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2", help="smollm2 (default), gemma3, or a path to a GGUF")
     ap.add_argument("--threads", "-t", type=int, default=2)
+    ap.add_argument("--n-gpu-layers", "-ngl", dest="n_gpu_layers", type=int, default=99,
+                    help="layers offloaded on a GPU build, both sides (llama-bench -ngl; default 99: all)")
     ap.add_argument("--pp", default="128,512", help="prompt sizes, comma separated ('' for none)")
     ap.add_argument("--tg", default="128", help="generation lengths, comma separated ('' for none)")
     ap.add_argument("--reps", "-r", type=int, default=5, help="interleaved repetitions per test and side")
@@ -142,6 +144,8 @@ def run_native(bench: Path, model: Path, test: Test, args: argparse.Namespace) -
         str(model),
         "-t",
         str(args.threads),
+        "-ngl",
+        str(args.n_gpu_layers),
         "-b",
         str(args.batch),
         "-ub",
@@ -173,12 +177,12 @@ class LlamactBench:
         from llamact.engine.sampling import sampler_specs
         from llamact.native import llama_h
         from llamact.native.context import Context, ContextOptions
-        from llamact.native.model import Model
+        from llamact.native.model import Model, ModelLoadOptions
         from llamact.native.sampler import SamplerChain
 
         self.llama_h = llama_h
         self.rng = random.Random(args.seed)
-        self.model = Model(model_path)
+        self.model = Model(model_path, ModelLoadOptions(n_gpu_layers=args.n_gpu_layers))
         self.vocab = self.model.vocab
         self.lib = self.model._lib
         self.n_vocab = self.vocab.n_tokens
@@ -197,7 +201,8 @@ class LlamactBench:
                 ),
             )
 
-        mparams = ModelParams(n_batch=args.batch, n_ubatch=args.ubatch, n_threads=args.threads)
+        mparams = ModelParams(n_batch=args.batch, n_ubatch=args.ubatch, n_threads=args.threads,
+                              n_gpu_layers=args.n_gpu_layers)
         self.raw: dict[str, Any] = {}
         self.engines: dict[str, Any] = {}
         for test in tests:

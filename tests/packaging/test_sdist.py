@@ -72,8 +72,9 @@ def test_sdist_installs_offline_into_a_fresh_venv_and_generates(
     assert f"{top}/vendor/llama.cpp/include/llama.h" in names
     assert f"{top}/vendor/llama-cpp-omitted.json" in names
     assert f"{top}/build_backend/llamact_backend.py" in names
+    assert f"{top}/vendor/llama.cpp/tools/rpc/rpc-server.cpp" in names
     upstream = f"{top}/vendor/llama.cpp/"
-    for unwanted in (f"{upstream}models/", f"{upstream}docs/", f"{upstream}tools/", f"{upstream}tests/",
+    for unwanted in (f"{upstream}models/", f"{upstream}docs/", f"{upstream}tools/server/", f"{upstream}tests/",
                      f"{top}/build/", f"{top}/tests/", f"{top}/llamact/_lib/"):
         assert not [n for n in names if n.startswith(unwanted)], unwanted
     assert not [n for n in names if "/.git/" in n or n.endswith(".gguf")]

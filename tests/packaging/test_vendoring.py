@@ -111,7 +111,8 @@ def test_an_sdist_pruned_tree_verifies_through_its_omitted_record(vendor: Module
     pruned = tmp_path / "llama.cpp"
     record = json.loads((tmp_path / "llama-cpp-omitted.json").read_text())
     omitted = {path: tuple(entry) for path, entry in record["omitted"].items()}
-    assert {"models", "docs", "tools", "tests"} <= set(omitted) and not (pruned / "models").exists()
+    assert {"models", "docs", "tests", "tools/server"} <= set(omitted) and not (pruned / "models").exists()
+    assert (pruned / "tools" / "rpc" / "CMakeLists.txt").is_file()  # llamact rpc-server from an sdist
     assert (pruned / "include" / "llama.h").is_file() and (pruned / "ggml" / "CMakeLists.txt").is_file()
     vendor.verify(pruned, pin, omitted)  # the pruned tree plus the record is the pinned tree
 

@@ -60,8 +60,9 @@ def models(smollm2_path: Path, gemma3_path: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server_records(repo_root: Path, models: dict[str, Path], llama_server_bin: Path) -> dict[str, ServerRecord]:
-    """llama-server's answer to every case (minutes: asked once for the tests below)."""
-    return run_server_cases(e2e_cases(), models, repo_root / "vendor" / "llama.cpp", llama_server_bin)
+    """llama-server's answer to every case (minutes: asked once, and kept in the answer cache the
+    scoreboard's server_e2e row shares; the determinism test above never reads it)."""
+    return run_server_cases(e2e_cases(), models, repo_root / "vendor" / "llama.cpp", llama_server_bin, cache=True)
 
 
 def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, models: dict[str, Path],

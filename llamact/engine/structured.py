@@ -1,0 +1,137 @@
+"""Typed structured output: an answer shaped by a schema and returned as a Python object.
+
+    engine.create_structured(messages, output=Answer)     -> an Answer
+    parse_structured_json(stream, output=Answer)          -> an Answer, from a create() stream
+
+``output`` is a pydantic model class, a ``TypedDict`` or dataclass (anything pydantic's
+``TypeAdapter`` takes), or a JSON schema dict. Its schema goes to the request's ``response_format``,
+so the grammar constrains generation; the answer is then validated (pydantic, or ``jsonschema`` for
+a dict schema) and converted. A schema keyword the grammar converter does not enforce raises
+``LlamaUnsupportedException`` before anything is generated (DESIGN deviation 8): a validated
+answer must never depend on the tiny model's luck. An answer that is cut off or fails validation
+raises ``LlamaInferenceException`` with the raw text in ``details["raw"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jsonschema
+from pydantic import TypeAdapter, ValidationError
+
+from ..errors import LlamaInferenceException, LlamaUnsupportedException
+
+__all__ = ["parse_structured_json", "response_format_for", "schema_for", "validate_output"]
+
+Json = Any
+
+# Keywords the GBNF converter (llamact.grammar.schema) does not read: a schema using them would
+# constrain less than it says.
+_UNENFORCED = frozenset({
+    "not", "if", "then", "else", "multipleOf", "dependentSchemas", "dependentRequired", "dependencies",
+    "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "uniqueItems",
+    "unevaluatedProperties", "unevaluatedItems", "contentSchema", "contentEncoding", "contentMediaType",
+    "minProperties", "maxProperties",
+})
+_FORMATS = frozenset({"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"})
+_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# keywords whose value is a map of names to schemas, or a list of schemas
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def _unenforced(schema: Json, path: str) -> tuple[str, str] | None:
+    """The first (path, keyword) the converter would ignore, or None."""
+    if not isinstance(schema, Mapping):
+        return None
+    for key in schema:
+        if key in _UNENFORCED:
+            return path, key
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt not in _FORMATS and schema.get("type") == "string":
+        return path, f"format: {fmt}"
+    types = schema.get("type")
+    if types == "number" or (isinstance(types, list) and "number" in types):
+        for key in _NUMBER_BOUNDS:
+            if key in schema:
+                return path, f"{key} on a number"
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, Mapping):
+            for name, sub in value.items():
+                found = _unenforced(sub, f"{path}/{key}/{name}")
+                if found:
+                    return found
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            for i, sub in enumerate(value):
+                found = _unenforced(sub, f"{path}/{key}/{i}")
+                if found:
+                    return found
+    for key in ("items", "additionalProperties"):
+        found = _unenforced(schema.get(key), f"{path}/{key}")
+        if found:
+            return found
+    return None
+
+
+def schema_for(output: Any) -> Json:
+    """The JSON schema of ``output`` (a dict schema is returned as is); raises
+    LlamaUnsupportedException for a type pydantic cannot describe or a keyword the grammar would not
+    enforce."""
+    if isinstance(output, Mapping):
+        schema: Json = dict(output)
+    else:
+        try:
+            schema = TypeAdapter(output).json_schema()
+        except Exception as exc:
+            raise LlamaUnsupportedException(f"cannot derive a JSON schema from {output!r}: {exc}",
+                                            {"output": repr(output)}) from exc
+    found = _unenforced(schema, "#")
+    if found is not None:
+        path, keyword = found
+        raise LlamaUnsupportedException(
+            f"the schema's {keyword!r} at {path} cannot be enforced by the grammar; remove it or validate "
+            "that part yourself", {"path": path, "keyword": keyword})
+    return schema
+
+
+def response_format_for(output: Any) -> Json:
+    """The ``response_format`` that constrains a reply to ``output``'s schema."""
+    name = getattr(output, "__name__", "output")
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema_for(output)}}
+
+
+def validate_output(output: Any, text: str, finish_reason: str | None = None) -> Any:
+    """``text`` parsed and validated as ``output`` (a dict schema gives the parsed JSON value)."""
+    details = {"raw": text, "finish_reason": finish_reason}
+    if finish_reason not in (None, "stop"):
+        raise LlamaInferenceException(
+            f"the structured answer ended early (finish_reason {finish_reason!r}); raise max_tokens", details)
+    try:
+        if isinstance(output, Mapping):
+            value = json.loads(text)
+            jsonschema.validate(value, dict(output))
+            return value
+        return TypeAdapter(output).validate_json(text)
+    except (ValueError, ValidationError, jsonschema.ValidationError) as exc:
+        raise LlamaInferenceException(f"the answer does not match the requested schema: {exc}", details) from exc
+
+
+def parse_structured_json(stream: Iterable[Any], output: Any = None) -> Any:
+    """Run an already started ``create()`` stream (one made with a ``response_format``) to its end
+    and return its answer: validated as ``output`` when given, else the parsed JSON value."""
+    completion = getattr(stream, "completion", None)
+    if completion is None:
+        raise LlamaInferenceException("parse_structured_json needs a create() stream")
+    reply = completion()
+    if output is None:
+        try:
+            return json.loads(reply.content)
+        except ValueError as exc:
+            raise LlamaInferenceException(f"the answer is not JSON: {exc}",
+                                          {"raw": reply.content, "finish_reason": reply.finish_reason}) from exc
+    return validate_output(output, reply.content, reply.finish_reason)

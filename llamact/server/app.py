@@ -1,0 +1,461 @@
+"""The HTTP side of ``llamact serve``: llama-server's routes over one ``LlamaEngine``.
+
+    create_app(settings) -> FastAPI        the model loads in the background; /health answers 503 until then
+
+Routes and shapes follow tools/server at the pin: ``/v1/chat/completions`` (and ``/chat/completions``)
+streams ``ChatChunk.to_openai`` as server-sent events (``data: {...}`` then ``data: [DONE]``), or
+answers ``ChatCompletion.to_openai``; ``/v1/completions`` (``/completions``) is the raw-prompt
+endpoint; ``/v1/models``, ``/health``, ``/apply-template``, ``/tokenize``, ``/detokenize``,
+``/props``, ``/metrics``. Errors are OpenAI's shape (``{"error": {"code", "message", "type"}}``), as
+``format_error_response`` makes them. Generation runs on the engine (one request at a time) or, with
+``--parallel N`` > 1, on a ``BatchScheduler``'s N slots; either way through an ``EngineWorker``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.datastructures import Headers
+
+from ..engine import LlamaEngine
+from ..engine.batched import BatchScheduler
+from ..engine.chat_completion import completion_id
+from ..engine.chat_types import system_fingerprint
+from ..errors import LlamaContextException, LlamaException, LlamaUnsupportedException
+from .metrics import Metrics
+from .requests import RequestDefaults, RequestError, chat_request, completion_request
+from .settings import ServerSettings
+from .worker import EngineWorker, Job
+
+Json = Any
+log = logging.getLogger("llamact.server")
+
+# llama-server's public endpoints, and its page (which asks for the key itself)
+PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def error_body(message: str, kind: str, code: int) -> Json:
+    return {"error": {"code": code, "message": message, "type": kind}}
+
+
+def error_response(message: str, kind: str = "invalid_request_error", code: int = 400) -> JSONResponse:
+    return JSONResponse(error_body(message, kind, code), status_code=code)
+
+
+def exception_response(exc: BaseException) -> JSONResponse:
+    """What llama-server answers for a request that failed: 400 for what the request asked, 500 otherwise."""
+    if isinstance(exc, LlamaContextException):
+        return error_response(str(exc), "exceed_context_size_error", 400)
+    if isinstance(exc, LlamaUnsupportedException):
+        return error_response(str(exc), "not_supported_error", 501)
+    if isinstance(exc, LlamaException):
+        return error_response(str(exc), "invalid_request_error", 400)
+    log.exception("request failed", exc_info=exc)
+    return error_response(f"{type(exc).__name__}: {exc}", "server_error", 500)
+
+
+def sse(data: Json) -> bytes:
+    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+class ServerState:
+    """The engine once loaded, its worker, and what /props and /metrics report."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.engine: LlamaEngine | None = None
+        self.scheduler: BatchScheduler | None = None
+        self.worker: EngineWorker | None = None
+        self.load_error: str | None = None
+        self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
+        self.defaults = RequestDefaults()
+        self.metrics = Metrics()
+        # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
+        self.model_name = settings.alias or str(settings.model_path())
+
+    def load(self) -> None:
+        try:
+            engine = LlamaEngine.load(self.settings.model_path(), self.settings.model_params())
+            caps = engine.chat_template_set().default.caps
+            self.defaults = RequestDefaults(
+                model_name=self.model_name, n_predict=self.settings.n_predict,
+                reasoning_format=self.settings.reasoning_format, enable_thinking=self.settings.enable_thinking,
+                parallel_tool_calls=caps.supports_parallel_tool_calls,
+            )
+            if self.settings.parallel > 1:
+                # a thread per request in flight, blocked on its stream while the scheduler batches
+                self.scheduler = BatchScheduler(engine)
+                self.worker = EngineWorker(self.scheduler, max_workers=4 * self.settings.parallel + 16)
+            else:
+                self.worker = EngineWorker(engine, abort=engine.cancel)
+            self.engine = engine
+        except Exception as exc:   # reported by /health; `llamact serve` then stops (exit_on_load_error)
+            log.error("loading the model failed: %s", exc)
+            self.load_error = str(exc)
+            if self.on_load_error is not None:
+                self.on_load_error()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
+        if self.engine is not None:
+            self.engine.close()
+
+
+async def _json_body(request: Request) -> Json:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}") from None
+
+
+async def _drain(job: Job) -> Any:
+    """Run a job to its end (a non-streamed answer); its items are not needed."""
+    try:
+        async for _ in job:
+            pass
+    except BaseException:
+        job.cancel()
+        raise
+    return job.result
+
+
+async def _first(job: Job, items: AsyncIterator[Any]) -> tuple[bool, Any]:
+    """The job's first item (False, None when it ended without any); its errors are raised here, before
+    any event is sent, so that they become HTTP errors."""
+    try:
+        return True, await items.__anext__()
+    except StopAsyncIteration:
+        return False, None
+    except BaseException:
+        job.cancel()
+        raise
+
+
+class _Guard:
+    """ASGI middleware (not BaseHTTPMiddleware, which would buffer streams and hide disconnects): the API
+    key on every path but /health (llama-server's public endpoints), and 503 until the model is loaded."""
+
+    def __init__(self, app: Any, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
+            key = self.state.settings.api_key
+            refusal: Response | None = None
+            if key:
+                headers = Headers(scope=scope)
+                given = headers.get("authorization") or headers.get("x-api-key") or ""
+                if given.startswith("Bearer "):
+                    given = given[len("Bearer "):]
+                if given != key:
+                    refusal = error_response("Invalid API Key", "authentication_error", 401)
+            if refusal is None and self.state.engine is None:
+                refusal = error_response(self.state.load_error or "Loading model", "unavailable_error", 503)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> FastAPI:
+    """The application; the model loads when it starts (``app.state.llamact``: its ``ServerState``)."""
+    state = ServerState(settings)
+    app = FastAPI(title="llamact", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.llamact = state
+
+    @app.on_event("startup")
+    async def _start() -> None:
+        if load_in_background:
+            threading.Thread(target=state.load, name="llamact-load", daemon=True).start()
+        else:
+            state.load()
+
+    @app.on_event("shutdown")
+    async def _stop() -> None:
+        state.close()
+
+    app.add_middleware(_Guard, state=state)
+
+    def engine() -> LlamaEngine:
+        assert state.engine is not None  # the middleware answers 503 until it is loaded
+        return state.engine
+
+    def worker() -> EngineWorker:
+        assert state.worker is not None
+        return state.worker
+
+    @app.get("/health")
+    @app.get("/v1/health")
+    async def health() -> Response:
+        if state.engine is None:
+            return error_response(state.load_error or "Loading model", "unavailable_error", 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/v1/models")
+    @app.get("/models")
+    async def models() -> Response:
+        e = engine()
+        info = {"id": state.model_name, "aliases": [], "tags": [], "object": "model", "created": int(time.time()),
+                "owned_by": "llamacpp",
+                "meta": {"n_vocab": e.model.vocab.n_tokens, "n_ctx": e.context.n_ctx}}
+        return JSONResponse({"models": [{"name": state.model_name, "model": state.model_name}],
+                             "object": "list", "data": [info]})
+
+    # -- chat ------------------------------------------------------------------------------------
+
+    @app.post("/v1/chat/completions")
+    @app.post("/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        try:
+            req = chat_request(await _json_body(request), state.defaults)
+        except RequestError as exc:
+            return error_response(str(exc))
+        kwargs = req.create_kwargs
+        streams: list[Any] = []
+
+        def start(e: LlamaEngine) -> Any:
+            stream = e.create(**kwargs)
+            streams.append(stream)
+            return stream
+
+        job = worker().submit(start, None if req.stream else (lambda s: s.completion()))
+        if not req.stream:
+            try:
+                completion = await _drain(job)
+            except BaseException as exc:
+                return exception_response(exc)
+            stream = streams[0]
+            state.metrics.record(completion.timings.prompt_n, completion.timings.prompt_ms,
+                                 completion.timings.predicted_n, completion.timings.predicted_ms)
+            return JSONResponse(completion.to_openai(stream.id, state.model_name, stream.created))
+
+        items = aiter(job)
+        try:
+            has_first, first = await _first(job, items)
+        except BaseException as exc:
+            return exception_response(exc)
+        fingerprint = system_fingerprint()
+
+        async def events() -> AsyncIterator[bytes]:
+            finished = False
+            try:
+                if has_first:
+                    stream = streams[0]
+                    pending = [first]
+                    while True:
+                        for chunk in pending:
+                            for data in chunk.to_openai(stream.id, state.model_name, stream.created,
+                                                        fingerprint=fingerprint, include_usage=req.include_usage):
+                                yield sse(data)
+                            if chunk.timings is not None:
+                                t = chunk.timings
+                                state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms)
+                        try:
+                            pending = [await items.__anext__()]
+                        except StopAsyncIteration:
+                            break
+                finished = True
+                yield b"data: [DONE]\n\n"
+            except LlamaException as exc:
+                finished = True
+                yield sse(error_body(str(exc), "server_error", 500))
+            finally:
+                if not finished:   # the client went away: free the slot
+                    job.cancel()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    # -- raw completions ---------------------------------------------------------------------------
+
+    @app.post("/v1/completions")
+    @app.post("/completions")
+    async def completions(request: Request) -> Response:
+        try:
+            req = completion_request(await _json_body(request), state.defaults)
+        except RequestError as exc:
+            return error_response(str(exc))
+        cid = "cmpl-" + completion_id()[len("chatcmpl-"):]
+        created = int(time.time())
+        fingerprint = system_fingerprint()
+        job = worker().submit(lambda e: e.generate(req.prompt, req.params))
+        base = {"created": created, "model": state.model_name, "system_fingerprint": fingerprint,
+                "object": "text_completion", "id": cid}
+
+        def choice(text: str, finish: str | None) -> Json:
+            return {"choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}], **base}
+
+        def usage(last: Any) -> Json:
+            t = last.timings
+            n_decoded = t.n_generated + int(last.end_token is not None)
+            n_prompt = t.n_prompt + t.n_cached
+            state.metrics.record(t.n_prompt, t.prompt_ms, n_decoded, t.decode_ms)
+            return {"completion_tokens": n_decoded, "prompt_tokens": n_prompt, "total_tokens": n_decoded + n_prompt,
+                    "prompt_tokens_details": {"cached_tokens": t.n_cached}}
+
+        if not req.stream:
+            pieces: list[str] = []
+            last: Any = None
+            try:
+                async for chunk in job:
+                    pieces.append(chunk.text)
+                    last = chunk
+            except BaseException as exc:
+                job.cancel()
+                return exception_response(exc)
+            body = choice("".join(pieces), last.finish_reason)
+            body["usage"] = usage(last)
+            return JSONResponse(body)
+
+        items = aiter(job)
+        try:
+            has_first, first = await _first(job, items)
+        except BaseException as exc:
+            return exception_response(exc)
+
+        async def events() -> AsyncIterator[bytes]:
+            finished = False
+            try:
+                chunk = first
+                while has_first:
+                    if chunk.stop_reason is not None:
+                        if chunk.text:
+                            yield sse(choice(chunk.text, None))
+                        final = choice("", chunk.finish_reason)
+                        u = usage(chunk)
+                        if req.include_usage:
+                            final["usage"] = u
+                        yield sse(final)
+                        break
+                    if chunk.text:
+                        yield sse(choice(chunk.text, None))
+                    try:
+                        chunk = await items.__anext__()
+                    except StopAsyncIteration:
+                        break
+                finished = True
+                yield b"data: [DONE]\n\n"
+            except LlamaException as exc:
+                finished = True
+                yield sse(error_body(str(exc), "server_error", 500))
+            finally:
+                if not finished:
+                    job.cancel()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    # -- templates and tokens ----------------------------------------------------------------------
+
+    @app.post("/apply-template")
+    async def apply_template(request: Request) -> Response:
+        try:
+            req = chat_request(await _json_body(request), state.defaults)
+            kwargs = {k: v for k, v in req.create_kwargs.items()
+                      if k not in ("params", "thinking_budget_tokens", "upstream_compat")}
+            result = engine().chat_template(**kwargs)
+        except LlamaException as exc:
+            return exception_response(exc)
+        return JSONResponse({"prompt": result.prompt})
+
+    @app.post("/template-details")
+    async def template_details(request: Request) -> Response:
+        """llamact's own: what ``/apply-template`` renders, with the detected family, format, grammar and
+        stops (the page's prompt panel)."""
+        try:
+            req = chat_request(await _json_body(request), state.defaults)
+            kwargs = {k: v for k, v in req.create_kwargs.items()
+                      if k not in ("params", "thinking_budget_tokens", "upstream_compat")}
+            result = engine().chat_template(**kwargs)
+        except LlamaException as exc:
+            return exception_response(exc)
+        return JSONResponse({
+            "prompt": result.prompt, "family": result.family, "format": result.format,
+            "generation_prompt": result.generation_prompt, "grammar": result.grammar,
+            "grammar_lazy": result.grammar_lazy, "grammar_triggers": [t.value for t in result.grammar_triggers],
+            "preserved_tokens": list(result.preserved_tokens), "additional_stops": list(result.additional_stops),
+            "thinking_start_tag": result.thinking_start_tag, "thinking_end_tags": list(result.thinking_end_tags),
+        })
+
+    @app.get("/")
+    async def page() -> Response:
+        html = resources.files("llamact.server").joinpath("static/index.html").read_text(encoding="utf-8")
+        return HTMLResponse(html)
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> Response:
+        try:
+            body = await _json_body(request)
+        except RequestError as exc:
+            return error_response(str(exc))
+        content = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(content, str):
+            return error_response("'content' must be a string")
+        add_special = bool(body.get("add_special", False))
+        parse_special = bool(body.get("parse_special", True))
+        tokens = engine().tokenize(content, add_special=add_special, parse_special=parse_special)
+        if not body.get("with_pieces", False):
+            return JSONResponse({"tokens": tokens})
+        vocab = engine().model.vocab
+        out = []
+        for token in tokens:
+            piece = vocab.token_to_piece(token, special=True)
+            try:
+                out.append({"id": token, "piece": piece.decode("utf-8")})
+            except UnicodeDecodeError:
+                out.append({"id": token, "piece": list(piece)})
+        return JSONResponse({"tokens": out})
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request) -> Response:
+        try:
+            body = await _json_body(request)
+        except RequestError as exc:
+            return error_response(str(exc))
+        tokens = body.get("tokens", []) if isinstance(body, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            return error_response("'tokens' must be a list of token ids")
+        try:
+            return JSONResponse({"content": engine().detokenize(tokens)})
+        except LlamaException as exc:
+            return exception_response(exc)
+
+    @app.get("/props")
+    async def props() -> Response:
+        e = engine()
+        templates = e.chat_template_set()
+        family = e.chat_template([{"role": "user", "content": "Hello"}]).family
+        return JSONResponse({
+            "default_generation_settings": {"n_ctx": e.context.n_ctx, "params": {"n_predict": settings.n_predict}},
+            "total_slots": settings.parallel,
+            "model_alias": state.model_name,
+            "model_path": str(settings.model_path()),
+            "chat_template": templates.default.source,
+            "chat_template_tool_use": templates.tool_use.source if templates.tool_use is not None else None,
+            "chat_template_caps": templates.default.caps.to_map(),
+            "chat_template_family": family,
+            "build_info": system_fingerprint(),
+        })
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        w, sched = worker(), state.scheduler
+        running, waiting = (sched.n_active, sched.n_waiting) if sched is not None else (w.n_running, w.n_waiting)
+        steps = (sched.n_steps, sched.n_step_tokens) if sched is not None else (0, 0)
+        return PlainTextResponse(state.metrics.prometheus(running, waiting + (w.n_waiting if sched else 0),
+                                                          w.n_cancelled, *steps),
+                                 media_type="text/plain; version=0.0.4")
+
+    return app

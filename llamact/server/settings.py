@@ -1,0 +1,79 @@
+"""``llamact serve``'s settings: command-line flags over ``LLAMACT_*`` environment variables over an
+optional JSON config file over the defaults (pydantic-settings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ..engine import ModelParams
+from ..errors import LlamaException
+
+__all__ = ["ServerSettings", "load_settings"]
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LLAMACT_", extra="forbid", protected_namespaces=())
+
+    model: Path | None = None                 # None: the bundled SmolLM2
+    alias: str | None = None                  # the model's name in answers (default: the file name)
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    ctx_size: int = Field(4096, ge=0)
+    parallel: int = Field(1, ge=1, le=256)    # slots: requests decoded together (the context is split)
+    batch_size: int = Field(2048, ge=1)
+    ubatch_size: int = Field(512, ge=1)
+    threads: int | None = Field(None, ge=1)
+    n_gpu_layers: int = -1
+    api_key: str | None = None
+    chat_template_file: Path | None = None
+    n_predict: int = -1                       # a request's max_tokens when it gives none (-1: no limit)
+    reasoning_format: str = "deepseek"
+    enable_thinking: bool = True
+
+    def model_path(self) -> Path:
+        if self.model is not None:
+            return self.model
+        from ..models import smollm2_path
+
+        return smollm2_path()
+
+    def model_params(self) -> ModelParams:
+        template = None
+        if self.chat_template_file is not None:
+            try:
+                template = self.chat_template_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise LlamaException(f"cannot read the chat template file {self.chat_template_file}: {exc}") from exc
+        return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
+                           n_threads=self.threads, n_threads_batch=self.threads, n_gpu_layers=self.n_gpu_layers,
+                           chat_template=template, n_seq_max=self.parallel)
+
+
+def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ServerSettings:
+    """``flags`` (the options given on the command line, None for those left out) over the
+    environment over ``config_file`` (a JSON object of the same names)."""
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            file_values = json.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LlamaException(f"cannot read the config file {config_file}: {exc}") from exc
+        if not isinstance(file_values, dict):
+            raise LlamaException(f"the config file {config_file} must hold a JSON object")
+
+    class _Settings(ServerSettings):
+        @classmethod
+        def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                       env_settings: PydanticBaseSettingsSource,
+                                       dotenv_settings: PydanticBaseSettingsSource,
+                                       file_secret_settings: PydanticBaseSettingsSource,
+                                       ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values)
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    return ServerSettings.model_validate(_Settings(**given).model_dump())

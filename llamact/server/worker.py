@@ -1,0 +1,128 @@
+"""Blocking generation streams run on worker threads, their items handed to asyncio.
+
+    worker = EngineWorker(backend, max_workers=1, abort=engine.cancel)
+    job = worker.submit(lambda backend: backend.create(...), finish=lambda stream: ...)
+    async for item in job: ...            # each item the stream yields, then finish(stream)'s value
+    job.cancel()                          # from the event loop: the generation stops at its next token
+
+``backend`` is a ``LlamaEngine`` (one generation at a time: ``max_workers=1``, requests are served in
+arrival order and the others wait in the executor's queue) or a ``BatchScheduler`` (several threads,
+each blocked on its request's stream while the scheduler batches them). The stream is made on the
+worker thread (rendering the template and tokenizing are not free), so a request's errors arrive
+through the job like its items. A job cancelled while it waits never starts; one cancelled while it
+runs is closed at its next item, and ``abort()`` (the engine's ``cancel``: its decode in progress
+returns) is called when this job is the only one running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+__all__ = ["EngineWorker", "Job"]
+
+_ITEM, _END, _ERROR = 0, 1, 2
+
+
+class Job:
+    """One request on the worker: an async iterator of what its stream yields, then its final value."""
+
+    def __init__(self, worker: EngineWorker, loop: asyncio.AbstractEventLoop) -> None:
+        self._worker = worker
+        self._loop = loop
+        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self.cancelled = threading.Event()
+        self.result: Any = None     # finish(stream)'s value, once the stream ended
+
+    def _put(self, kind: int, value: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (kind, value))
+        except RuntimeError:   # the event loop is closed: the server is shutting down
+            self.cancelled.set()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self._worker._abort(self)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[Any]:
+        while True:
+            kind, value = await self._queue.get()
+            if kind == _ITEM:
+                yield value
+            elif kind == _END:
+                self.result = value
+                return
+            else:
+                raise value
+
+
+class EngineWorker:
+    """The engine's single slot (see the module docstring)."""
+
+    def __init__(self, backend: Any, *, max_workers: int = 1, abort: Callable[[], None] | None = None) -> None:
+        self.backend = backend
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="llamact-request")
+        self._abort_hook = abort if max_workers == 1 else None   # aborts every generation: only with one
+        self._lock = threading.Lock()
+        self._running: set[Job] = set()
+        self.n_waiting = 0          # jobs submitted and not started (the /metrics deferred count)
+        self.n_cancelled = 0        # jobs that ended because they were cancelled (a client went away)
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
+
+    def submit(self, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None = None) -> Job:
+        """Run ``start(engine)`` (a stream: an iterator with ``close()``) on the worker; the job yields
+        its items, then ends with ``finish(stream)`` as ``job.result``."""
+        job = Job(self, asyncio.get_running_loop())
+        with self._lock:
+            self.n_waiting += 1
+        self._executor.submit(self._run, job, start, finish)
+        return job
+
+    def _run(self, job: Job, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None) -> None:
+        with self._lock:
+            self.n_waiting -= 1
+            if job.cancelled.is_set():
+                self.n_cancelled += 1
+                return
+            self._running.add(job)
+        try:
+            stream = start(self.backend)
+            try:
+                for item in stream:
+                    if job.cancelled.is_set():
+                        with self._lock:
+                            self.n_cancelled += 1
+                        break
+                    job._put(_ITEM, item)
+                if not job.cancelled.is_set():
+                    job._put(_END, finish(stream) if finish is not None else None)
+            finally:
+                stream.close()
+        except BaseException as exc:   # delivered to the request; the worker thread goes on
+            job._put(_ERROR, exc)
+        finally:
+            with self._lock:
+                self._running.discard(job)
+
+    def _abort(self, job: Job) -> None:
+        with self._lock:
+            if job in self._running and self._abort_hook is not None:
+                self._abort_hook()
+
+    def close(self) -> None:
+        """Stop taking jobs, cancel those running, wait for the threads."""
+        with self._lock:
+            for job in self._running:
+                job.cancelled.set()
+            if self._running and self._abort_hook is not None:
+                self._abort_hook()
+        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,271 @@
+"""A conversation that remembers and fits the context: ``ChatSession``.
+
+    session = ChatSession(engine, system_prompt="Be brief.")
+    for chunk in session.create("Hello"):     # streams; the reply joins the history at the end
+        ...
+    reply = session.send("And then?")          # the same, collected (a ChatCompletion)
+
+The history is a list of OpenAI-style message dicts (JSON-serialisable as is); the system prompt is
+kept apart and always sent first. Before each request the history is fitted into the context by
+rendered-template token count (``llamact.session.trimming``): the oldest turns are left out of the
+request -- never half a tool exchange, never the system prompt -- but stay in ``history``.
+``TemplateTimeChatSession`` fixes the template's clock (``template_now``) for reproducible prompts.
+The tool loop (``send_with_tools``) lives in ``llamact.session.tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..chat.messages import ChatMessage
+from ..chat.oai import message_to_json
+from ..engine.chat_completion import ChatStream
+from ..engine.chat_types import ChatChunk, ChatCompletion
+from ..engine.engine import LlamaEngine
+from ..engine.params import GenerationParams
+from ..errors import LlamaContextException, LlamaStateException
+from .trimming import Fit, fit_history
+
+if TYPE_CHECKING:
+    from .tools import ToolLoopResult
+
+__all__ = ["ChatSession", "SessionStream", "TemplateTimeChatSession"]
+
+Json = Any
+
+
+def _as_dict(message: Mapping[str, Any] | ChatMessage) -> dict[str, Any]:
+    if isinstance(message, ChatMessage):
+        return dict(message_to_json(message))
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise LlamaStateException(f"a message must be a dict with a string 'role', got {message!r}")
+    return dict(message)
+
+
+class SessionStream:
+    """The chunks of one session request (a ``ChatStream``); when the stream reaches its final chunk
+    the assistant turn (content, thinking, tool calls) joins the session's history. A stream closed
+    before its end adds nothing. ``completion()`` runs it to the end."""
+
+    def __init__(self, session: ChatSession, stream: ChatStream, continuing: bool) -> None:
+        self.session = session
+        self.stream = stream
+        self._continuing = continuing
+        self._chunks = self._run()
+
+    def __iter__(self) -> Iterator[ChatChunk]:
+        return self._chunks
+
+    def __next__(self) -> ChatChunk:
+        return next(self._chunks)
+
+    def _run(self) -> Iterator[ChatChunk]:
+        with self.stream:
+            for chunk in self.stream:
+                if chunk.finish_reason is not None:
+                    self.session._record_reply(self.stream.message, self._continuing)
+                yield chunk
+
+    def close(self) -> None:
+        self._chunks.close()  # type: ignore[attr-defined]
+        self.stream.close()
+
+    def __enter__(self) -> SessionStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def completion(self) -> ChatCompletion:
+        for _ in self._chunks:
+            pass
+        return self.stream.completion()
+
+
+class ChatSession:
+    """A conversation with ``engine``: ``history`` (message dicts, without the system prompt),
+    ``create``/``send`` to talk, ``add_message`` to append any message, ``reset`` to start over.
+
+    Requests are fitted into ``max_context_tokens`` (default: the context size) minus the reply's
+    reserve (``params.max_tokens`` when positive): the rendered prompt -- system prompt, the kept
+    history and the tools -- is counted in tokens, and the oldest turns are left out of the request
+    by binary search over the places where a user message starts. ``last_request_fit_context`` says
+    whether the last request fit (False: it was refused with LlamaContextException), and
+    ``last_request_dropped`` how many of the oldest history messages it left out.
+
+    The remaining keyword arguments (``custom_template``, ``chat_template_kwargs``,
+    ``enable_thinking``, ``reasoning_format``, ...) are passed to every ``engine.create`` call;
+    per-call keywords win. The session's state is plain data: ``system_prompt``, ``history`` and
+    these options.
+    """
+
+    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *,
+                 max_context_tokens: int | None = None, params: GenerationParams | None = None,
+                 **request_options: Any) -> None:
+        self.engine = engine
+        self.system_prompt = system_prompt
+        self.max_context_tokens = max_context_tokens
+        self.params = params or GenerationParams()
+        self.request_options = dict(request_options)
+        self.history: list[dict[str, Any]] = []
+        self.last_request_fit_context: bool | None = None
+        self.last_request_dropped = 0
+        self.last_request_tokens = 0
+
+    # -- the history -----------------------------------------------------------------------------
+
+    def add_message(self, message: Mapping[str, Any] | ChatMessage) -> None:
+        """Append a message (an OpenAI-style dict or a ``ChatMessage``) to the history as is."""
+        self.history.append(_as_dict(message))
+
+    def reset(self) -> None:
+        """Forget the history (the system prompt, options and template clock stay)."""
+        self.history.clear()
+        self.last_request_fit_context = None
+        self.last_request_dropped = 0
+        self.last_request_tokens = 0
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The whole conversation as sent when nothing is trimmed: system prompt, then history."""
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return head + [dict(m) for m in self.history]
+
+    def _clock(self) -> float | None:
+        """The template clock of the next request (None: the wall clock)."""
+        return None
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def create(self, content: str | Sequence[Json] | None = None, *, role: str = "user",
+               continue_previous_turn: bool = False, tools: Any = None, tool_choice: Any = "auto",
+               params: GenerationParams | None = None, **options: Any) -> SessionStream:
+        """Append ``content`` (text, or OpenAI content parts) as a ``role`` message and stream the
+        reply; the reply joins the history when the stream ends. ``continue_previous_turn=True``
+        instead continues the last assistant message (``content`` must be None): its text is extended
+        in place. Raises LlamaContextException, before generating, when even the newest turn with
+        the system prompt does not fit (the new message stays in the history)."""
+        if continue_previous_turn:
+            if content is not None:
+                raise LlamaStateException("continue_previous_turn continues the last reply: pass no content")
+            if not self.history or self.history[-1].get("role") != "assistant":
+                raise LlamaStateException("continue_previous_turn needs an assistant message last in the history")
+        elif content is not None:
+            self.history.append({"role": role, "content": content if isinstance(content, str) else list(content)})
+        elif not self.history:
+            raise LlamaStateException("nothing to answer: pass content or add a message first")
+        stream = self._start(tools=tools, tool_choice=tool_choice, params=params,
+                             continue_final_message=continue_previous_turn, **options)
+        return SessionStream(self, stream, continue_previous_turn)
+
+    def send(self, content: str | Sequence[Json] | None = None, **kwargs: Any) -> ChatCompletion:
+        """``create()`` run to its end: the reply as a ``ChatCompletion`` (also in the history)."""
+        with self.create(content, **kwargs) as stream:
+            return stream.completion()
+
+    def send_with_tools(self, content: str | Sequence[Json] | None, tools: Sequence[Any], **kwargs: Any
+                        ) -> ToolLoopResult:
+        """Run the tool loop: see ``llamact.session.tools.run_tool_loop`` for the arguments."""
+        from .tools import run_tool_loop
+
+        return run_tool_loop(self, content, tools, **kwargs)
+
+    def create_structured(self, content: str | Sequence[Json] | None, output: Any, **kwargs: Any) -> Any:
+        """Ask for an answer shaped by ``output`` (see ``LlamaEngine.create_structured``); the JSON
+        reply joins the history and the validated object is returned."""
+        from ..engine.structured import response_format_for, validate_output
+
+        schema = response_format_for(output)
+        reply = self.send(content, response_format=schema, **kwargs)
+        return validate_output(output, reply.content, reply.finish_reason)
+
+    def cancel(self) -> None:
+        """Stop the generation in progress (from any thread) and, in a tool loop, the loop."""
+        self._cancel_requested = True
+        self.engine.cancel()
+
+    _cancel_requested = False
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _options(self, **overrides: Any) -> dict[str, Any]:
+        options = {**self.request_options, **overrides}
+        options.setdefault("template_now", self._clock())
+        return options
+
+    def fit(self, *, tools: Any = None, tool_choice: Any = "auto", params: GenerationParams | None = None,
+            **options: Any) -> Fit:
+        """Where the next request's history starts, and whether it fits (see the class doc)."""
+        params = params or self.params
+        limit = self.engine.context.n_ctx
+        if self.max_context_tokens is not None:
+            limit = min(limit, self.max_context_tokens)
+        budget = limit - max(params.max_tokens, 0)
+        opts = self._options(tools=tools, tool_choice=tool_choice, **options)
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+
+        def count(history: Sequence[Mapping[str, Any]]) -> int:
+            prompt = self.engine.chat_template(head + list(history), **opts).prompt
+            return len(self.engine.tokenize(prompt, add_special=True, parse_special=True))
+
+        return fit_history(self.history, count, budget)
+
+    def request_template(self, *, tools: Any = None, tool_choice: Any = "auto",
+                         params: GenerationParams | None = None, **options: Any) -> Any:
+        """The ``ChatTemplateResult`` (prompt, grammar, ...) the next request would be sent with: the
+        fitted history answered as it stands (raises LlamaContextException when it does not fit)."""
+        options.setdefault("template_now", self._clock())
+        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
+        return self.engine.chat_template(messages, tools=tools, tool_choice=tool_choice, **self._options(**options))
+
+    def _request_messages(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None,
+                          **options: Any) -> list[dict[str, Any]]:
+        params = params or self.params
+        fit = self.fit(tools=tools, tool_choice=tool_choice, params=params, **options)
+        self.last_request_fit_context = fit.fits
+        self.last_request_dropped = fit.start
+        self.last_request_tokens = fit.n_tokens
+        if not fit.fits:
+            raise LlamaContextException(
+                f"the newest turn with the system prompt renders to {fit.n_tokens} prompt tokens, more than "
+                f"the {self.max_context_tokens or self.engine.context.n_ctx} token context minus the "
+                f"reply's {max(params.max_tokens, 0)}; shorten the message or raise n_ctx",
+                {"prompt_tokens": fit.n_tokens, "dropped": fit.start})
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return head + self.history[fit.start:]
+
+    def _start(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None, **options: Any) -> ChatStream:
+        params = params or self.params
+        options.setdefault("template_now", self._clock())  # one clock for the budget and the prompt
+        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
+        return self.engine.create(messages, tools=tools, tool_choice=tool_choice, params=params,
+                                  **self._options(**options))
+
+    def _record_reply(self, message: ChatMessage, continuing: bool) -> None:
+        reply = message_to_json(message)
+        reply["role"] = "assistant"
+        if continuing:
+            # a continuation's parsed message is the whole turn, the continued prefix included
+            self.history[-1] = reply
+        else:
+            self.history.append(reply)
+
+
+class TemplateTimeChatSession(ChatSession):
+    """A ``ChatSession`` whose template clock is fixed at ``template_now`` (epoch seconds, or a
+    ``datetime``): ``strftime_now`` and the date globals render the same on every request, so the
+    prompts are reproducible. Each request (and each tool-loop round) reads the attribute when it
+    starts; ``reset()`` keeps it; None restores the wall clock."""
+
+    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *, template_now: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(engine, system_prompt, **kwargs)
+        self.template_now = template_now
+
+    def _clock(self) -> float | None:
+        now = self.template_now
+        if now is None:
+            return None
+        timestamp = getattr(now, "timestamp", None)
+        return float(timestamp()) if callable(timestamp) else float(now)

@@ -1,0 +1,193 @@
+"""Aggregate generation throughput and time to first token of OpenAI-compatible servers under
+concurrent streaming clients: ``llamact serve --parallel N`` against upstream's ``llama-server
+--parallel N`` (built from the same vendored tree), and optionally llama-cpp-python's server.
+
+    python scripts/bench/bench_server.py                         # SmolLM2, 1/4/8 clients, 64 tokens each
+    python scripts/bench/bench_server.py --clients 1 8 --requests 2 --threads 2 --json out.json
+    python scripts/bench/bench_server.py --llama-cpp-python /path/to/venv/bin/python
+
+Each client streams ``--requests`` chat completions one after the other (different questions, greedy,
+``max_tokens`` tokens with the end-of-generation tokens banned so that every answer has the same
+length); all clients start together. Throughput = completion tokens (from the usage chunk) over the
+wall time of the whole round; TTFT = time from sending a request to its first content event. The
+servers run one at a time, with the same model, context, threads and slots. Ratios are llamact over
+the other server in the same run. Numbers on a busy machine are noisy: run it on quiet cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+QUESTIONS = ["Say hello.", "What is 2+2?", "Name a color.", "Tell me a fact about cats.", "What is the sun?",
+             "Name a fruit.", "Count to five.", "What is water?"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(port: int, process: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited ({process.returncode})")
+        try:
+            conn = http.client.HTTPConnection(HOST, port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the server did not become healthy")
+
+
+def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+    log = tempfile.TemporaryFile()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        wait_healthy(port, process)
+    except BaseException:
+        process.kill()
+        log.seek(0)
+        sys.stderr.write(log.read()[-3000:].decode("utf-8", "replace"))
+        raise
+    return process
+
+
+def banned_tokens(port: int) -> list[list[Any]]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=60)
+    conn.request("POST", "/tokenize", body=json.dumps({"content": "<|im_end|><|endoftext|>", "parse_special": True}),
+                 headers={"Content-Type": "application/json"})
+    tokens = json.loads(conn.getresponse().read())["tokens"]
+    return [[t, False] for t in tokens]
+
+
+def stream_one(port: int, question: str, max_tokens: int, bias: list[list[Any]]) -> tuple[int, float]:
+    """(completion tokens, seconds to the first content event) of one streamed request."""
+    body = {"messages": [{"role": "user", "content": question}], "stream": True, "max_tokens": max_tokens,
+            "temperature": 0, "stream_options": {"include_usage": True}, "logit_bias": bias}
+    conn = http.client.HTTPConnection(HOST, port, timeout=600)
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise RuntimeError(f"HTTP {response.status}: {response.read()[:300]!r}")
+    ttft, tokens = -1.0, 0
+    for raw in response:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        event = json.loads(line[6:])
+        if ttft < 0 and any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
+            ttft = time.perf_counter() - t0
+        if event.get("usage"):
+            tokens = event["usage"]["completion_tokens"]
+    conn.close()
+    return tokens, ttft
+
+
+def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: list[list[Any]]) -> dict[str, float]:
+    results: list[tuple[int, float]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients)
+
+    def client(i: int) -> None:
+        barrier.wait()
+        for r in range(requests):
+            out = stream_one(port, QUESTIONS[(i + r) % len(QUESTIONS)], max_tokens, bias)
+            with lock:
+                results.append(out)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    total = sum(n for n, _ in results)
+    return {"tokens": total, "wall_s": wall, "tok_per_s": total / wall,
+            "ttft_ms_median": 1e3 * statistics.median(t for _, t in results)}
+
+
+def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], list[str]]]:
+    from llamact.parity.llama_server import find_llama_server
+
+    common = ["--ctx-size", str(args.ctx_size), "--threads", str(args.threads)]
+    out: dict[str, Callable[[int], list[str]]] = {
+        "llamact": lambda port: [sys.executable, "-m", "llamact", "serve", "--model", str(model), "--host", HOST,
+                                 "--port", str(port), "--parallel", str(args.parallel), *common],
+        "llama-server": lambda port: [str(find_llama_server()), "--model", str(model), "--host", HOST,
+                                      "--port", str(port), "--parallel", str(args.parallel), "--jinja",
+                                      "--no-webui", "--no-warmup", "--threads-batch", str(args.threads), *common],
+    }
+    if args.llama_cpp_python:
+        out["llama-cpp-python"] = lambda port: [args.llama_cpp_python, "-m", "llama_cpp.server", "--model", str(model),
+                                                "--host", HOST, "--port", str(port), "--n_ctx", str(args.ctx_size),
+                                                "--n_threads", str(args.threads)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=Path, help="GGUF file (default: the bundled SmolLM2)")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--requests", type=int, default=2, help="requests per client per round")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--parallel", type=int, default=8)
+    p.add_argument("--ctx-size", type=int, default=8192)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--llama-cpp-python", help="a python with llama-cpp-python[server] installed (its own venv)")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    from llamact.models import smollm2_path
+
+    model = args.model or smollm2_path()
+    table: dict[str, dict[int, dict[str, float]]] = {}
+    for name, command in servers(args, model).items():
+        port = free_port()
+        process = start(command(port), port)
+        try:
+            bias = banned_tokens(port)
+            stream_one(port, QUESTIONS[0], 4, bias)   # warm-up
+            table[name] = {}
+            for clients in args.clients:
+                table[name][clients] = round_of(port, clients, args.requests, args.max_tokens, bias)
+                r = table[name][clients]
+                print(f"{name:17} clients={clients:2}  {r['tok_per_s']:7.1f} tok/s  TTFT median "
+                      f"{r['ttft_ms_median']:7.0f} ms  ({r['tokens']} tokens in {r['wall_s']:.1f} s)", flush=True)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    print()
+    for other in (n for n in table if n != "llamact"):
+        for clients in args.clients:
+            ratio = table["llamact"][clients]["tok_per_s"] / table[other][clients]["tok_per_s"]
+            print(f"llamact / {other:17} clients={clients:2}: {ratio:.2f}x tok/s")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": table},
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

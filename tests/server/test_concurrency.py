@@ -1,0 +1,90 @@
+"""``llamact serve --parallel 8``: concurrent clients, a bounded load, and a client that goes away."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from server_live import HOST, LiveServer, openai_client
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+QUESTIONS = ["Say hello.", "What is 2+2?", "Name a color.", "Tell me a fact about cats.", "What is the sun?",
+             "Name a fruit.", "Count to five.", "What is water?"]
+
+
+def metrics(live: LiveServer) -> dict[str, float]:
+    status, body = live.request("GET", "/metrics")
+    assert status == 200
+    values: dict[str, float] = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split()
+            values[name.removeprefix("llamacpp:")] = float(value)
+    return values
+
+
+def streamed_text(live: LiveServer, question: str, max_tokens: int = 16) -> tuple[str, str | None]:
+    client = openai_client(live)
+    text, finish = "", None
+    for chunk in client.chat.completions.create(model="any", messages=[{"role": "user", "content": question}],
+                                                max_tokens=max_tokens, temperature=0, stream=True):
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            finish = choice.finish_reason or finish
+    return text, finish
+
+
+def test_eight_streaming_clients_get_what_each_gets_alone(parallel_server: LiveServer) -> None:
+    alone = [streamed_text(parallel_server, q) for q in QUESTIONS]
+    with ThreadPoolExecutor(len(QUESTIONS)) as pool:
+        together = list(pool.map(lambda q: streamed_text(parallel_server, q), QUESTIONS))
+    assert together == alone
+    assert all(text and finish for text, finish in together)
+
+
+def test_bounded_load_loses_nothing(parallel_server: LiveServer) -> None:
+    before = metrics(parallel_server)["requests_total"]
+    client = openai_client(parallel_server)
+
+    def ask(i: int) -> Any:
+        return client.chat.completions.create(model="any", max_tokens=2, temperature=0,
+                                              messages=[{"role": "user", "content": f"Say {i}."}])
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(ask, range(32)))
+    assert all(a.choices[0].finish_reason in ("stop", "length") and a.usage.completion_tokens >= 1 for a in answers)
+    assert len({a.id for a in answers}) == 32
+    assert metrics(parallel_server)["requests_total"] - before == 32
+
+
+def test_a_client_gone_mid_stream_frees_its_slot(parallel_server: LiveServer) -> None:
+    """Its end-of-generation tokens banned, the request would fill its slot; the client reads two events
+    and hangs up: the request is cancelled (never finished) and its slot freed."""
+    status, body = parallel_server.request("POST", "/tokenize", json.dumps(
+        {"content": "<|im_end|><|endoftext|>", "parse_special": True}).encode())
+    assert status == 200
+    banned = [[token, False] for token in json.loads(body)["tokens"]]
+    before = metrics(parallel_server)
+    conn = http.client.HTTPConnection(HOST, parallel_server.port, timeout=300)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({
+        "messages": [{"role": "user", "content": "Write a long story."}], "stream": True, "max_tokens": 2000,
+        "logit_bias": banned}).encode(), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    events = 0
+    while events < 2:
+        if response.readline().startswith(b"data: "):
+            events += 1
+    conn.close()
+    # wait until nothing runs (events, not time): cancelled, or -- were the disconnect missed -- finished
+    # when its slot is full, which the counters then tell apart
+    while (after := metrics(parallel_server))["requests_processing"] > 0:
+        pass
+    assert after["requests_cancelled_total"] == before["requests_cancelled_total"] + 1
+    assert after["requests_total"] == before["requests_total"]   # it never finished
+    # the slot serves the next request
+    text, finish = streamed_text(parallel_server, "Say hello.", max_tokens=4)
+    assert text and finish

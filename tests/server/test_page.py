@@ -1,0 +1,77 @@
+"""The page at ``/`` in a real headless browser (Debian's chromium and its driver, through selenium):
+a streamed answer, the prompt panel, and tool calls shown as JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from server_live import API_KEY, LiveServer
+
+from llamact.parity.server_cases import ONE_TOOL, WEATHER_CALLS
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.fail("chromium and chromedriver are needed: apt-get install chromium chromium-driver "
+                    "(scripts/test.sh does, as root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def ask(browser: Any, live: LiveServer, text: str, *, key: str = "", tools: Any = None, history: Any = None,
+        max_tokens: int = 16) -> Any:
+    browser.get(live.base_url + "/")
+    if history is not None:
+        browser.find_element(By.ID, "history").send_keys(json.dumps(history))
+    if key:
+        browser.find_element(By.ID, "api-key").send_keys(key)
+    if tools is not None:
+        browser.find_element(By.ID, "tools").send_keys(json.dumps(tools))
+    limit = browser.find_element(By.ID, "max-tokens")
+    limit.clear()
+    limit.send_keys(str(max_tokens))
+    browser.find_element(By.ID, "input").send_keys(text)
+    browser.find_element(By.ID, "send").click()
+    # the page marks the answer done when its stream ended
+    return WebDriverWait(browser, 300).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, ".assistant[data-done='true']"))
+
+
+def test_page_streams_an_answer_and_shows_the_prompt(browser: Any, server: LiveServer) -> None:
+    answer = ask(browser, server, "Say hello.", key=API_KEY)
+    assert answer.find_element(By.CLASS_NAME, "content").text
+    assert answer.get_attribute("data-finish") in ("stop", "length")
+    prompt = browser.find_element(By.ID, "prompt").text
+    assert "Say hello." in prompt and "<|im_start|>assistant" in prompt
+    assert browser.find_element(By.ID, "family").text
+    assert "chat_template_caps" not in browser.find_element(By.ID, "props").text   # shown as "caps"
+    assert '"slots": 1' in browser.find_element(By.ID, "props").text
+
+
+def test_page_shows_tool_calls_as_json_and_the_grammar(browser: Any, hermes_server: LiveServer) -> None:
+    *history, question = WEATHER_CALLS
+    answer = ask(browser, hermes_server, question["content"], tools=ONE_TOOL, history=history, max_tokens=60)
+    calls = json.loads(answer.find_element(By.CLASS_NAME, "tool-calls").text)
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"location": "Paris"}
+    assert answer.get_attribute("data-finish") == "tool_calls"
+    assert "root" in browser.find_element(By.ID, "grammar").text

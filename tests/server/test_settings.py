@@ -1,0 +1,56 @@
+"""``llamact serve``'s settings and request reading, without a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llamact.server.requests import RequestDefaults, RequestError, chat_request
+from llamact.server.settings import load_settings
+
+
+def test_flags_win_over_the_environment_over_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "serve.json"
+    config.write_text(json.dumps({"port": 1111, "parallel": 3, "api_key": "from-file", "ctx_size": 2048}))
+    monkeypatch.setenv("LLAMACT_PORT", "2222")
+    monkeypatch.setenv("LLAMACT_API_KEY", "from-env")
+    settings = load_settings({"port": 3333, "api_key": None}, config)
+    assert (settings.port, settings.api_key, settings.parallel, settings.ctx_size) == (3333, "from-env", 3, 2048)
+    assert settings.model_params().n_seq_max == 3
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        load_settings({"parallel": 0})
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(Exception, match="JSON object"):
+        load_settings({}, bad)
+
+
+def test_chat_fields_as_llama_server_reads_them() -> None:
+    req = chat_request({"messages": [], "max_completion_tokens": 7, "stop": "x", "stream": True,
+                        "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False},
+                        "logit_bias": {"5": -1.5, "6": False}, "seed": 3}, RequestDefaults())
+    params = req.create_kwargs["params"]
+    assert (req.stream, req.include_usage) == (True, True)
+    assert (params.max_tokens, params.stop, params.seed) == (7, ("x",), 3)
+    assert params.logit_bias == {5: -1.5, 6: float("-inf")}
+    assert req.create_kwargs["enable_thinking"] is False
+    assert chat_request({"messages": [], "reasoning_effort": "none"}, RequestDefaults()).create_kwargs[
+        "enable_thinking"] is False
+
+
+@pytest.mark.parametrize("body, message", [
+    ({}, "'messages' is required"),
+    ({"messages": {}}, "Expected 'messages' to be an array"),
+    ({"messages": [], "chat_template_kwargs": {"enable_thinking": "yes"}}, 'invalid type for "enable_thinking"'),
+    ({"messages": [], "n": 2}, "Only one completion choice is allowed"),
+    ({"messages": [], "tools": [{}], "grammar": "root ::= x"}, "Cannot use custom grammar constraints with tools."),
+    ({"messages": [], "temperature": "hot"}, "'temperature' must be a number"),
+])
+def test_bad_chat_fields_are_request_errors(body: dict[str, object], message: str) -> None:
+    with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        chat_request(body, RequestDefaults())

@@ -1,0 +1,70 @@
+"""Wire parity: the same streamed requests sent to upstream's llama-server and to ``llamact serve``
+(greedy, one slot, the same context and thread count) give the same server-sent events, once the
+fields that differ by nature are removed: ids (completion and tool call), timestamps, fingerprints,
+timings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_live import HERMES, LiveServer, sse_events
+
+from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
+from llamact.parity.server_cases import JSON_PERSON, ONE_TOOL, PERSON_SCHEMA, WEATHER_CALLS
+
+pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
+
+Json = Any
+HELLO = [{"role": "user", "content": "Say hello."}]
+BASE: Json = {"stream": True, "stream_options": {"include_usage": True}, "temperature": 0, "cache_prompt": False}
+OWN_REQUESTS: dict[str, Json] = {
+    "plain": {"messages": HELLO, "max_tokens": 16},
+    "stop": {"messages": HELLO, "max_tokens": 32, "stop": ["!"]},
+    "json_schema": {"messages": JSON_PERSON, "response_format": PERSON_SCHEMA, "max_tokens": 40},
+}
+HERMES_REQUESTS: dict[str, Json] = {
+    "required_tool": {"messages": WEATHER_CALLS, "tools": ONE_TOOL, "tool_choice": "required", "max_tokens": 40},
+}
+
+
+def normalized(event: Json) -> Json:
+    if not isinstance(event, dict):
+        return event
+    out = {k: v for k, v in event.items() if k not in ("id", "created", "system_fingerprint", "timings")}
+    for choice in out.get("choices", []):
+        for call in choice.get("delta", {}).get("tool_calls", []):
+            call.pop("id", None)
+    return out
+
+
+def events(host_port: tuple[str, int], body: Json, headers: dict[str, str] | None = None) -> list[Json]:
+    return [normalized(e) for e in sse_events(*host_port, "/v1/chat/completions", {**BASE, **body}, headers)]
+
+
+@pytest.fixture(scope="module")
+def upstream(smollm2_path: Path, template_file: Any) -> Iterator[dict[str, LlamaServer]]:
+    servers = {"own": LlamaServer(ServerConfig(smollm2_path), find_llama_server()),
+               "hermes": LlamaServer(ServerConfig(smollm2_path, template_file(HERMES)), find_llama_server())}
+    try:
+        for s in servers.values():
+            s.start()
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+@pytest.mark.parametrize("name", sorted(OWN_REQUESTS) + sorted(HERMES_REQUESTS))
+def test_streamed_events_equal_llama_server(name: str, upstream: dict[str, LlamaServer], server: LiveServer,
+                                            hermes_server: LiveServer) -> None:
+    if name in OWN_REQUESTS:
+        body, ref, ours = OWN_REQUESTS[name], upstream["own"], server
+    else:
+        body, ref, ours = HERMES_REQUESTS[name], upstream["hermes"], hermes_server
+    expected = events((HOST, ref.port), body)
+    got = events((HOST, ours.port), body, ours.headers())
+    assert expected[-1] == "[DONE]" and len(expected) > 3
+    assert got == expected
