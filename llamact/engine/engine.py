@@ -143,6 +143,27 @@ class LlamaEngine:
             raise
         return engine
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        repo_id: str,
+        filename: str,
+        params: ModelParams | None = None,
+        *,
+        revision: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> LlamaEngine:
+        """Load ``filename`` from the Hugging Face Hub repository ``repo_id`` (``llamact[hub]``).
+
+        The file is downloaded once into huggingface_hub's cache, with its progress bar, and
+        loaded from there; ``HF_HUB_OFFLINE=1`` loads it from the cache without a request.
+        """
+        from ..hub import hf_download
+
+        path = hf_download(repo_id, filename, revision=revision, cache_dir=cache_dir)
+        return cls.load(path, params, progress=progress)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     @property

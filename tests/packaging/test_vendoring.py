@@ -102,3 +102,43 @@ def test_unreachable_github_fails_fast(vendor: ModuleType, tmp_path: Path, monke
 def test_pin_file_is_valid_json(repo_root: Path) -> None:
     pin = json.loads((repo_root / "vendor" / "llama-cpp-pin.json").read_text())
     assert set(pin) >= {"tag", "commit", "tree", "npm_package", "npm_bundle_path", "github"}
+
+
+def test_an_sdist_pruned_tree_verifies_through_its_omitted_record(vendor: ModuleType, tmp_path: Path) -> None:
+    pin = vendor.load_pin()
+    full = vendor.cached_tree(pin)
+    vendor.prune_for_sdist(full, tmp_path, pin)
+    pruned = tmp_path / "llama.cpp"
+    record = json.loads((tmp_path / "llama-cpp-omitted.json").read_text())
+    omitted = {path: tuple(entry) for path, entry in record["omitted"].items()}
+    assert {"models", "docs", "tests", "tools/server"} <= set(omitted) and not (pruned / "models").exists()
+    assert (pruned / "tools" / "rpc" / "CMakeLists.txt").is_file()  # llamact rpc-server from an sdist
+    assert (pruned / "include" / "llama.h").is_file() and (pruned / "ggml" / "CMakeLists.txt").is_file()
+    vendor.verify(pruned, pin, omitted)  # the pruned tree plus the record is the pinned tree
+
+    # a changed file, a missing file, or an omitted entry that lies: each is refused
+    header = pruned / "include" / "llama.h"
+    original = header.read_bytes()
+    header.write_bytes(original + b"\n")
+    with pytest.raises(vendor.VendorError, match="tree hash"):
+        vendor.verify(pruned, pin, omitted)
+    header.write_bytes(original)
+    (pruned / "LICENSE").unlink()
+    with pytest.raises(vendor.VendorError, match="tree hash"):
+        vendor.verify(pruned, pin, omitted)
+    shutil.copy2(full / "LICENSE", pruned / "LICENSE")
+    vendor.verify(pruned, pin, omitted)
+    with pytest.raises(vendor.VendorError, match="tree hash"):
+        vendor.verify(pruned, pin, dict(omitted, models=("40000", "0" * 40)))
+
+
+def test_tree_hash_counts_symlinks_like_git(vendor: ModuleType, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "target.txt").write_text("x\n")
+    (src / "link").symlink_to("target.txt")
+    (src / "empty").mkdir()  # git has no empty directories
+    subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=src, check=True)
+    expected = subprocess.run(["git", "write-tree"], cwd=src, check=True, capture_output=True, text=True).stdout
+    assert vendor.tree_hash(src) == expected.strip()
