@@ -64,7 +64,9 @@ class LiveServer:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "llamact", "serve", "--host", HOST, "--port", str(self.port), *key, *self.args],
                 stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                preexec_fn=_die_with_parent,
+                # away from the source tree: `python -m` puts the working directory first on sys.path,
+                # and the checkout's llamact has no compiled part (the installed one is under test)
+                cwd=tempfile.gettempdir(), preexec_fn=_die_with_parent,
             )
             if self._wait_healthy():
                 return

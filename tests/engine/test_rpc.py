@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,8 +125,9 @@ def test_rpc_server_command_and_a_server_that_went_away(smollm2_path: Path) -> N
 
     port = _free_port()
     endpoint = f"127.0.0.1:{port}"
+    # cwd away from the source tree: `python -m` would import the checkout's llamact (no compiled part)
     proc = subprocess.Popen([sys.executable, "-m", "llamact", "rpc-server", "--port", str(port), "--threads", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
     try:
         _wait_until_serving(proc, endpoint)
         assert rpc.rpc_devices([endpoint])  # registered with ggml, as a model load would

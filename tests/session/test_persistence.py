@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from llamact import ChatSession, GenerationParams, LlamaEngine, LlamaStateException, ModelParams, \
-    TemplateTimeChatSession
+from llamact import (
+    ChatSession,
+    GenerationParams,
+    LlamaEngine,
+    LlamaStateException,
+    ModelParams,
+    TemplateTimeChatSession,
+)
 
 pytestmark = pytest.mark.model
 
