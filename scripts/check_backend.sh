@@ -10,8 +10,8 @@
 #     own venv ($LLAMACT_CACHE/venv-<backend>) and build folder (build/<backend>), through ccache;
 #  3. greedy-token agreement with the CPU build, all layers offloaded, and decode tok/s
 #     (scripts/bench/backend_agreement.py: "equal", or the first divergence with the logits'
-#     margins); the CPU reference is $LLAMACT_REF_VENV if set, else the default venv (built if
-#     missing);
+#     margins); the CPU reference is $LLAMACT_REF_VENV if set, else a CPU build in its own venv
+#     ($LLAMACT_CACHE/venv-cpu, build/cpu);
 #  4. the model tests on the device (ModelParams offloads every layer by default);
 #  5. cuda only: scripts/bench/bench_decode.py against upstream's llama-bench from the same build.
 #
@@ -129,14 +129,15 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${BUILD_JOBS:-2}"
 
 ref_venv="${LLAMACT_REF_VENV:-}"
 if [ -z "$ref_venv" ]; then
-    log "building the CPU reference (default venv)"
-    ref_venv="$(
-        unset CMAKE_ARGS LLAMACT_VENV LLAMACT_BUILD_DIR
+    # its own venv and build folder, so the check never rebuilds the default venv under the tests
+    ref_venv="$CACHE/venv-cpu"
+    log "building the CPU reference into $ref_venv (build/cpu)"
+    (
+        export LLAMACT_VENV="$ref_venv" LLAMACT_BUILD_DIR="build/cpu" CMAKE_ARGS="-DLLAMACT_BUILD_ORACLE=OFF"
         # shellcheck disable=SC1091
         source "$REPO/scripts/_env.sh"
         llamact_setup no >&2
-        echo "$LLAMACT_VENV"
-    )"
+    )
 fi
 
 work="$(mktemp -d)"
