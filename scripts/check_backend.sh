@@ -100,6 +100,12 @@ if [ "$backend" = vulkan ]; then
         extra="$extra -DVulkan_GLSLC_EXECUTABLE=$REPO/scripts/vulkan/glslc-via-glslang"
     fi
     extra="-DGGML_VULKAN=on $extra"
+    # ggml's build regenerates ggml-vulkan-shaders.hpp only when vulkan-shaders-gen.cpp changes,
+    # not when the generator is rebuilt with other glslc features (another glslc): drop a header
+    # older than the generator, or ggml-vulkan.cpp misses the new shader variants (*_cm1_data).
+    vk_build="$REPO/build/vulkan"
+    hpp="$vk_build/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan-shaders.hpp"
+    [ -f "$hpp" ] && [ "$hpp" -ot "$vk_build/Release/vulkan-shaders-gen" ] && rm -f "$hpp"
     # ggml-vulkan ignores CPU-type Vulkan devices unless named: with no GPU, pick lavapipe.
     if [ -z "${GGML_VK_VISIBLE_DEVICES:-}" ] && ! vulkaninfo --summary 2>/dev/null \
             | grep -q -E "PHYSICAL_DEVICE_TYPE_(DISCRETE|INTEGRATED)_GPU"; then
