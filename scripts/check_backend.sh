@@ -3,14 +3,15 @@
 #
 #  1. installs what the backend needs (vulkan: Debian's libvulkan-dev, glslc, spirv-headers and
 #     mesa-vulkan-drivers, whose lavapipe is a CPU implementation of Vulkan; Vulkan headers
-#     >= 1.3.268 are required, so Debian 12 needs the LunarG SDK ($VULKAN_SDK); cuda: needs the
+#     >= 1.3.268 are required: $VULKAN_SDK's if set, else the system's, else (Debian 12 has
+#     1.3.239) Debian 13's headers from one pinned .deb unpacked into the cache; cuda: needs the
 #     NVIDIA driver and CUDA toolkit already installed);
 #  2. builds llamact with the backend (CMAKE_ARGS="-DGGML_VULKAN=on" / "-DGGML_CUDA=on") into its
 #     own venv ($LLAMACT_CACHE/venv-<backend>) and build folder (build/<backend>), through ccache;
 #  3. greedy-token agreement with the CPU build, all layers offloaded, and decode tok/s
 #     (scripts/bench/backend_agreement.py: "equal", or the first divergence with the logits'
-#     margins); the CPU reference is $LLAMACT_REF_VENV if set, else the default venv (built if
-#     missing);
+#     margins); the CPU reference is $LLAMACT_REF_VENV if set, else a CPU build in its own venv
+#     ($LLAMACT_CACHE/venv-cpu, build/cpu);
 #  4. the model tests on the device (ModelParams offloads every layer by default);
 #  5. cuda only: scripts/bench/bench_decode.py against upstream's llama-bench from the same build.
 #
@@ -36,6 +37,37 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# VK_HEADER_VERSION of the headers under $1 (0 when absent).
+vk_header_version() {
+    local v
+    v="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$1/vulkan/vulkan_core.h" 2>/dev/null || true)"
+    echo "${v:-0}"
+}
+
+# Debian 13's libvulkan-dev 1.4.309, pinned by SHA-256, unpacked (headers only are used) into the
+# cache; prints the include folder. DEBIAN_MIRROR overrides the mirror.
+VK_HEADERS_DEB="pool/main/v/vulkan-loader/libvulkan-dev_1.4.309.0-1_amd64.deb"
+VK_HEADERS_SHA256="8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a"
+fetch_vulkan_headers() {
+    local dest="$CACHE/vulkan-headers-1.4.309" url tmp
+    if [ ! -f "$dest/usr/include/vulkan/vulkan_core.h" ]; then
+        url="${DEBIAN_MIRROR:-http://deb.debian.org/debian}/$VK_HEADERS_DEB"
+        tmp="$(mktemp -d)"
+        log "fetching Vulkan headers 1.4.309 (Debian 13's libvulkan-dev) from $url"
+        if ! curl -fsSL --retry 2 -o "$tmp/headers.deb" "$url"; then
+            log "cannot download $url: install Vulkan headers >= 1.3.268 (LunarG SDK: export VULKAN_SDK)"
+            rm -rf "$tmp"; exit 1
+        fi
+        if ! echo "$VK_HEADERS_SHA256  $tmp/headers.deb" | sha256sum --check --status; then
+            log "$url does not have the pinned SHA-256 $VK_HEADERS_SHA256: refusing it"
+            rm -rf "$tmp"; exit 1
+        fi
+        dpkg-deb -x "$tmp/headers.deb" "$tmp/root"
+        rm -rf "$dest"; mkdir -p "$(dirname "$dest")"; mv "$tmp/root" "$dest"; rm -rf "$tmp"
+    fi
+    echo "$dest/usr/include"
+}
+
 venv="$CACHE/venv-$backend"
 [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
 extra="${CMAKE_ARGS:-}"
@@ -44,15 +76,16 @@ setup_mode=no   # upstream tools (llama-bench) only where the CUDA benchmark nee
 if [ "$backend" = vulkan ]; then
     apt_install libvulkan-dev glslc spirv-headers mesa-vulkan-drivers vulkan-tools
     # ggml-vulkan at the pin uses vk::LayerSettingEXT and the VK_KHR_cooperative_matrix structs:
-    # Vulkan headers 1.3.268 or newer. Debian 12 ships 1.3.239; fail now, not after a long build.
-    header="${VULKAN_SDK:+$VULKAN_SDK/include/}"; header="${header:-/usr/include/}vulkan/vulkan_core.h"
-    have="$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\).*/\1/p' "$header" 2>/dev/null || true)"
-    if [ -z "$have" ] || [ "$have" -lt 268 ]; then
-        log "Vulkan headers ${have:+1.3.$have }at $header are older than 1.3.268, which ggml-vulkan needs:"
-        log "install the LunarG Vulkan SDK and export VULKAN_SDK, or use a newer distribution"
-        log "(Debian 13, Ubuntu 24.04)"
-        exit 1
+    # Vulkan headers 1.3.268 or newer. Debian 12 ships 1.3.239: then build against Debian 13's
+    # headers (one pinned .deb, unpacked into the cache; nothing installed system-wide), while the
+    # program still links the system's loader, whose ABI is stable across header versions.
+    inc="${VULKAN_SDK:+$VULKAN_SDK/include}"; inc="${inc:-/usr/include}"
+    if [ "$(vk_header_version "$inc")" -lt 268 ]; then
+        log "Vulkan headers at $inc are $(vk_header_version "$inc") (< 268, too old for ggml-vulkan)"
+        inc="$(fetch_vulkan_headers)"
+        extra="$extra -DVulkan_INCLUDE_DIR=$inc"
     fi
+    log "Vulkan headers: $inc (VK_HEADER_VERSION $(vk_header_version "$inc"))"
     # ggml-vulkan compiles some shaders with GL_KHR_cooperative_matrix unconditionally; glslc
     # older than that extension (Debian 12's) cannot: build those through glslang 13.1.1 instead.
     probe="$REPO/vendor/llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/feature-tests/coopmat.comp"
@@ -67,6 +100,12 @@ if [ "$backend" = vulkan ]; then
         extra="$extra -DVulkan_GLSLC_EXECUTABLE=$REPO/scripts/vulkan/glslc-via-glslang"
     fi
     extra="-DGGML_VULKAN=on $extra"
+    # ggml's build regenerates ggml-vulkan-shaders.hpp only when vulkan-shaders-gen.cpp changes,
+    # not when the generator is rebuilt with other glslc features (another glslc): drop a header
+    # older than the generator, or ggml-vulkan.cpp misses the new shader variants (*_cm1_data).
+    vk_build="$REPO/build/vulkan"
+    hpp="$vk_build/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan-shaders.hpp"
+    [ -f "$hpp" ] && [ "$hpp" -ot "$vk_build/Release/vulkan-shaders-gen" ] && rm -f "$hpp"
     # ggml-vulkan ignores CPU-type Vulkan devices unless named: with no GPU, pick lavapipe.
     if [ -z "${GGML_VK_VISIBLE_DEVICES:-}" ] && ! vulkaninfo --summary 2>/dev/null \
             | grep -q -E "PHYSICAL_DEVICE_TYPE_(DISCRETE|INTEGRATED)_GPU"; then
@@ -96,14 +135,15 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${BUILD_JOBS:-2}"
 
 ref_venv="${LLAMACT_REF_VENV:-}"
 if [ -z "$ref_venv" ]; then
-    log "building the CPU reference (default venv)"
-    ref_venv="$(
-        unset CMAKE_ARGS LLAMACT_VENV LLAMACT_BUILD_DIR
+    # its own venv and build folder, so the check never rebuilds the default venv under the tests
+    ref_venv="$CACHE/venv-cpu"
+    log "building the CPU reference into $ref_venv (build/cpu)"
+    (
+        export LLAMACT_VENV="$ref_venv" LLAMACT_BUILD_DIR="build/cpu" CMAKE_ARGS="-DLLAMACT_BUILD_ORACLE=OFF"
         # shellcheck disable=SC1091
         source "$REPO/scripts/_env.sh"
         llamact_setup no >&2
-        echo "$LLAMACT_VENV"
-    )"
+    )
 fi
 
 work="$(mktemp -d)"

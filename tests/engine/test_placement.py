@@ -101,13 +101,30 @@ def test_bad_kv_cache_type_is_a_context_error(smollm2_path: Path, kwargs: dict[s
         ({"n_gpu_layers": 99}, "offloaded"),
         ({"devices": [], "tensor_split": [1.0]}, "cpu"),  # no device to offload to: the CPU runs all
         ({"split_mode": "none", "main_gpu": 0}, "offloaded"),
-        ({"split_mode": "row"}, "offloaded"),
     ],
 )
 def test_accepted_placements_keep_the_output(smollm2_path: Path, reference: dict[str, list[int]],
                                              kwargs: dict[str, object], where: str) -> None:
     with _load(smollm2_path, **kwargs) as engine:
         assert engine.complete(PROMPT, GREEDY).tokens == reference[where]
+
+
+# Row split needs each offload device's split buffer type; at the pin only the SYCL and Hexagon
+# ("HTP") registries offer one (ggml_backend_reg_get_proc_address "ggml_backend_split_buffer_type"),
+# and llama.cpp refuses the model on any other device (Vulkan, CUDA at this pin, RPC).
+ROW_SPLIT_BACKENDS = {"SYCL", "HTP"}
+
+
+def test_row_split_runs_or_is_refused_by_the_devices(smollm2_path: Path, request: pytest.FixtureRequest) -> None:
+    found = llamact.devices()
+    # the devices llama.cpp offloads to by default: the GPUs, else the integrated GPUs
+    offload = [d for d in found if d.type == "gpu"] or [d for d in found if d.type == "igpu"]
+    if all(d.backend in ROW_SPLIT_BACKENDS for d in offload):  # a CPU-only build: nothing to split
+        with _load(smollm2_path, split_mode="row") as engine:
+            assert engine.complete(PROMPT, GREEDY).tokens == request.getfixturevalue("reference")["offloaded"]
+    else:
+        with pytest.raises(LlamaModelException, match=r"device \S+ does not support split buffers"):
+            _load(smollm2_path, split_mode="row")
 
 
 def _prompt_logits(engine: LlamaEngine) -> list[float]:
