@@ -65,7 +65,9 @@ llamact_setup() {
         # the server's page is tested in Debian's headless chromium (through selenium)
         if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
             _llamact_log "chromium and its driver (the server page's browser test)"
-            apt-get install -y -q chromium chromium-driver > "$LLAMACT_CACHE/last-apt.log" 2>&1 \
+            # a fresh machine may have no package lists yet: update once if the first try fails
+            { apt-get install -y -q chromium chromium-driver || { apt-get update -q \
+                && apt-get install -y -q chromium chromium-driver; }; } > "$LLAMACT_CACHE/last-apt.log" 2>&1 \
                 || _llamact_log "apt-get install chromium failed: see $LLAMACT_CACHE/last-apt.log"
         fi
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
