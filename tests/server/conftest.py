@@ -41,6 +41,15 @@ def hermes_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> I
         yield live
 
 
+@pytest.fixture
+def fresh_hermes_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> Iterator[LiveServer]:
+    """A Hermes server of its own: its first request is evaluated whole. On a shared server the
+    prompt cache reuses what earlier requests left in the KV cache, and a prompt evaluated in other
+    batches can tip a near-tie greedy token (a tool call or not) the other way."""
+    with _serve(smollm2_path, "--chat-template-file", str(template_file(HERMES))) as live:
+        yield live
+
+
 @pytest.fixture(scope="session")
 def r1_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> Iterator[LiveServer]:
     with _serve(smollm2_path, "--chat-template-file", str(template_file(DEEPSEEK_R1))) as live:

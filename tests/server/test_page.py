@@ -67,9 +67,9 @@ def test_page_streams_an_answer_and_shows_the_prompt(browser: Any, server: LiveS
     assert '"slots": 1' in browser.find_element(By.ID, "props").text
 
 
-def test_page_shows_tool_calls_as_json_and_the_grammar(browser: Any, hermes_server: LiveServer) -> None:
+def test_page_shows_tool_calls_as_json_and_the_grammar(browser: Any, fresh_hermes_server: LiveServer) -> None:
     *history, question = WEATHER_CALLS
-    answer = ask(browser, hermes_server, question["content"], tools=ONE_TOOL, history=history, max_tokens=60)
+    answer = ask(browser, fresh_hermes_server, question["content"], tools=ONE_TOOL, history=history, max_tokens=60)
     calls = json.loads(answer.find_element(By.CLASS_NAME, "tool-calls").text)
     assert calls[0]["function"]["name"] == "get_weather"
     assert json.loads(calls[0]["function"]["arguments"]) == {"location": "Paris"}
