@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..chat.streaming import ChatStreamParser
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.context import Batch
 from ..native.guided import GuidedSampler
@@ -140,15 +139,12 @@ class BatchScheduler:
         """``LlamaEngine.create()`` on a slot: the same arguments and the same stream."""
         params = params or GenerationParams()
         engine = self.engine
-        result = engine.chat_template(messages, tools=tools, tool_choice=tool_choice,
-                                      parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
-                                      reasoning_format=reasoning_format, continue_final_message=continue_final_message,
-                                      response_format=response_format, chat_template_kwargs=chat_template_kwargs,
-                                      reasoning_effort=reasoning_effort, custom_template=custom_template,
-                                      template_now=template_now)
-        parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
-                                  is_continuation=continue_final_message not in (False, None, "none"))
-        tokens = engine.tokenize(result.prompt, add_special=True, parse_special=True)
+        result, parser, tokens = engine.chat_request(
+            messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+            enable_thinking=enable_thinking, reasoning_format=reasoning_format, response_format=response_format,
+            chat_template_kwargs=chat_template_kwargs, reasoning_effort=reasoning_effort,
+            continue_final_message=continue_final_message, custom_template=custom_template,
+            template_now=template_now, upstream_compat=upstream_compat)
         self._check_prompt(tokens)
         sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens)
         request = self._submit(_Request(tokens, sampling.sampler, sampling.stops, params))

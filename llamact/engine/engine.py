@@ -473,6 +473,25 @@ class LlamaEngine:
         ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
         """
         params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
+        result, parser, tokens = self.chat_request(
+            messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+            enable_thinking=enable_thinking, reasoning_format=reasoning_format, response_format=response_format,
+            chat_template_kwargs=chat_template_kwargs, reasoning_effort=reasoning_effort,
+            continue_final_message=continue_final_message, custom_template=custom_template,
+            template_now=template_now, upstream_compat=upstream_compat)
+        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
+        generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
+        return ChatStream(generation, result, parser, len(tokens), generation.n_cached, model=self.model.path.name)
+
+    def chat_request(self, messages: Any, *, tools: Any = None, tool_choice: Any = "auto",
+                     parallel_tool_calls: bool = False, enable_thinking: bool = True,
+                     reasoning_format: str = "deepseek", response_format: Any = None,
+                     chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
+                     continue_final_message: Any = False, custom_template: str | None = None,
+                     template_now: float | None = None, upstream_compat: bool = False
+                     ) -> tuple[ChatTemplateResult, ChatStreamParser, list[int]]:
+        """What a chat request is before generation: the template's result, the stream parser for the
+        reply, and the prompt's tokens (``create()`` and the batched slots both start from it)."""
         result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
                                     parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
                                     reasoning_format=reasoning_format, continue_final_message=continue_final_message,
@@ -481,10 +500,7 @@ class LlamaEngine:
                                     template_now=template_now)
         parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
                                   is_continuation=continue_final_message not in (False, None, "none"))
-        tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
-        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
-        generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
-        return ChatStream(generation, result, parser, len(tokens), generation.n_cached, model=self.model.path.name)
+        return result, parser, self.tokenize(result.prompt, add_special=True, parse_special=True)
 
     def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
