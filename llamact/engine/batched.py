@@ -5,18 +5,25 @@
     scheduler.close()
 
 A scheduler thread owns the context. Each request waits in a queue until a slot (a sequence id of
-the context) is free; it then joins between two steps: its prompt is evaluated into its sequence and
-its first token sampled. Every step decodes one batch holding the last token of every active
-sequence, then samples each sequence's next token from its own row of logits with its own sampler
-(grammar, reasoning budget, preserved tokens: ``chat_sampler_config``), and hands the text to its
-stream. A sequence leaves when it ends (end of generation, stop string, max_tokens, its share of the
-context) or when its stream is closed; its slot is free for the next step.
+the context) is free, then joins between two steps. Every step decodes one batch (llama-server's
+``update_slots``): first the last sampled token of every generating sequence, then the prompt tokens
+of joining sequences, as many as ``n_batch`` leaves room for (a long prompt is spread over several
+steps; the generating sequences are never paused for it). After the decode each sequence whose
+prompt is done, or that is generating, samples its next token from its own row of logits with its
+own sampler (grammar, reasoning budget, preserved tokens: ``chat_sampler_config``), and hands the
+text to its stream. A sequence leaves when it ends (end of generation, stop string, max_tokens, its
+share of the context) or when its stream is closed or interrupted; its slot is free at the next step.
+
+**Prompt cache per slot**: a slot keeps what its sequence holds in the KV cache after its request
+leaves. A joining request takes the free slot whose cached tokens share the longest prefix with its
+prompt (when that prefix is at least a tenth of the prompt; else the least recently used slot, as
+llama-server's ``slot_prompt_similarity``), and only the rest of its prompt is evaluated (at least
+one token: its logits are needed). ``cache_prompt=False`` evaluates the whole prompt.
 
 The chunks each request receives are ``GenerationChunk`` values, as ``generate()`` makes them, so the
-request's ``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. Differences from the
-single-sequence path: no prompt cache (each prompt is evaluated whole: ``cached_tokens`` is 0), and a
-sequence has ``n_ctx / n_seq_max`` positions. Logits depend slightly on how tokens are batched, so a
-greedy answer may part from the single-sequence one at a near tie (as llama-server's slots do).
+request's ``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. A sequence has
+``n_ctx / n_seq_max`` positions. Logits depend slightly on how tokens are batched, so a greedy answer
+may part from the single-sequence one at a near tie (as llama-server's slots do).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +45,7 @@ from .chat_sampling import chat_sampler_config
 from .detokenizer import Utf8Stream
 from .generator import GenerationChunk, StopReason, Timings
 from .params import GenerationParams
+from .prompt_cache import common_prefix
 from .sampling import sampler_specs
 from .stops import StopMatcher
 
@@ -53,10 +61,12 @@ class _Request:
     stop_strings: tuple[str, ...]
     params: GenerationParams
     out: queue.Queue[Any] = field(default_factory=queue.Queue)
+    listener: Callable[[Any], None] | None = None   # receives the items instead of ``out`` (see listen())
+    lock: threading.Lock = field(default_factory=threading.Lock)
     cancelled: bool = False
     # set when it holds a slot
-    seq: int = -1
-    pos: int = 0
+    n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
+    n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
     last: int = -1
     n_generated: int = 0
     limit: int = 0
@@ -65,15 +75,36 @@ class _Request:
     t_start: float = 0.0
     t_prompt_done: float = 0.0
 
+    @property
+    def prompting(self) -> bool:
+        return self.n_past < len(self.tokens)
+
+
+@dataclass(eq=False)
+class _Slot:
+    seq: int
+    request: _Request | None = None
+    cache: list[int] = field(default_factory=list)   # the tokens sequence ``seq`` holds in the KV cache
+    t_used: float = 0.0
+
+
+SIMILARITY = 0.1   # llama-server's default --slot-prompt-similarity
+
 
 class SequenceStream:
     """One request's ``GenerationChunk`` values as the scheduler produces them (what ``ChatStream`` reads)."""
+
+    END = _END
 
     def __init__(self, scheduler: BatchScheduler, request: _Request) -> None:
         self._scheduler = scheduler
         self._request = request
         self._done = False
-        self.n_cached = 0
+
+    @property
+    def n_cached(self) -> int:
+        """Prompt tokens found in the slot's KV cache (known once the request holds a slot)."""
+        return self._request.n_cached
 
     def __iter__(self) -> SequenceStream:
         return self
@@ -92,6 +123,26 @@ class SequenceStream:
             self._done = True
         return item
 
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        """Receive the items on the scheduler's thread instead of iterating: ``listener(item)`` with
+        each ``GenerationChunk``, an exception (the request failed) or ``SequenceStream.END`` (it was
+        cancelled). Items made before the call are passed at once, in order. The listener must be
+        quick and must not raise: the scheduler's thread waits for it."""
+        request = self._request
+        with request.lock:
+            while True:
+                try:
+                    item = request.out.get_nowait()
+                except queue.Empty:
+                    break
+                listener(item)
+            request.listener = listener
+        self._done = True   # iterating is over: the listener has the items
+
+    def interrupt(self) -> None:
+        """Stop the request from any thread (a consumer blocked in ``next()`` sees the stream end)."""
+        self._scheduler._cancel(self._request)
+
     def close(self) -> None:
         if not self._done:
             self._done = True
@@ -106,15 +157,22 @@ class BatchScheduler:
         self.context = engine.context
         self.n_slots = engine.params.n_seq_max
         self.n_ctx_seq = self.context.n_ctx_seq
+        n_batch = self.context.n_batch
+        if n_batch < self.n_slots:
+            raise LlamaContextException(f"n_batch ({n_batch}) must be at least the number of slots ({self.n_slots})",
+                                        {"n_batch": n_batch, "n_seq_max": self.n_slots})
         self._vocab = engine.model.vocab
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
-        self._slots: list[_Request | None] = [None] * self.n_slots
+        self._slots = [_Slot(seq) for seq in range(self.n_slots)]
+        self._order: list[_Slot] = []      # slots holding a request, in the order they joined
         self._closed = False
-        self._step_batch = Batch(self.context, self.n_slots, 1)
-        self._prompt_batch = Batch(self.context, self.context.n_batch, 1)
-        self.n_steps = 0     # decode steps with at least one sequence (a step of k sequences counts once)
-        self.n_step_tokens = 0   # sequences decoded over all steps: n_step_tokens / n_steps is the mean batch
+        self._step_listeners: list[Callable[[], None]] = []
+        self._batch = Batch(self.context, n_batch, 1)
+        self.n_steps = 0         # decodes with at least one generating sequence (k sequences count once)
+        self.n_step_tokens = 0   # generated tokens decoded over those steps: n_step_tokens / n_steps is the mean
+        self.n_prompt_tokens = 0  # prompt tokens evaluated
+        self.n_cached_tokens = 0  # prompt tokens found in the slots' caches
         self._thread = threading.Thread(target=self._loop, name="llamact-slots", daemon=True)
         self._thread.start()
 
@@ -123,7 +181,7 @@ class BatchScheduler:
     @property
     def n_active(self) -> int:
         with self._cond:
-            return sum(s is not None for s in self._slots)
+            return len(self._order)
 
     @property
     def n_waiting(self) -> int:
@@ -148,7 +206,7 @@ class BatchScheduler:
         self._check_prompt(tokens)
         sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens)
         request = self._submit(_Request(tokens, sampling.sampler, sampling.stops, params))
-        return ChatStream(SequenceStream(self, request), result, parser, len(tokens), 0, model=engine.model.path.name)
+        return ChatStream(SequenceStream(self, request), result, parser, len(tokens), model=engine.model.path.name)
 
     def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> SequenceStream:
         """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens parsed)."""
@@ -178,144 +236,212 @@ class BatchScheduler:
             self._cond.notify()
         return request
 
+    def add_step_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every step (and whenever items were made outside one), on the
+        thread that made them: where a consumer of ``listen()`` hands a step's items on at once."""
+        self._step_listeners.append(listener)
+
+    def _emit(self, request: _Request, item: Any) -> None:
+        with request.lock:
+            if request.listener is not None:
+                request.listener(item)
+            else:
+                request.out.put(item)
+
+    def _after_step(self) -> None:
+        for listener in self._step_listeners:
+            listener()
+
     def _cancel(self, request: _Request) -> None:
         with self._cond:
+            if request.cancelled:
+                return
             request.cancelled = True
+            queued = request in self._waiting
+            if queued:     # never reached a slot: it ends here
+                self._waiting.remove(request)
+                request.sampler.close()
+                self._emit(request, _END)
             self._cond.notify()
+        if queued:
+            self._after_step()
 
     def close(self) -> None:
         with self._cond:
             self._closed = True
             self._cond.notify()
         self._thread.join()
-        self._step_batch.close()
-        self._prompt_batch.close()
+        self._batch.close()
 
     # -- the scheduler thread --------------------------------------------------------------------
 
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and not self._waiting and all(s is None for s in self._slots):
+                while not self._closed and not self._waiting and not self._order:
                     self._cond.wait()
                 if self._closed:
-                    pending = list(self._waiting) + [s for s in self._slots if s is not None]
+                    pending = list(self._waiting) + [slot.request for slot in self._order if slot.request]
                     self._waiting.clear()
                     break
-                # leave: cancelled requests free their slots; join: waiting requests take free ones
-                for i, slot in enumerate(self._slots):
-                    if slot is not None and slot.cancelled:
-                        self._release(i)
-                joining: list[tuple[int, _Request]] = []
-                while self._waiting and None in self._slots:
-                    request = self._waiting.popleft()
-                    if request.cancelled:
-                        request.sampler.close()
-                        continue
-                    seq = self._slots.index(None)
-                    self._slots[seq] = request
-                    joining.append((seq, request))
-            for seq, request in joining:
-                self._join(seq, request)
+                for slot in [s for s in self._order if s.request is not None and s.request.cancelled]:
+                    assert slot.request is not None
+                    self._emit(slot.request, _END)
+                    self._release(slot)
+                while self._waiting and len(self._order) < self.n_slots:
+                    self._join(self._waiting.popleft())
             self._step()
+            self._after_step()
         for request in pending:
-            request.out.put(LlamaStateException("the server is shutting down"))
+            self._emit(request, LlamaStateException("the server is shutting down"))
             request.sampler.close()
+        self._after_step()
 
-    def _release(self, seq: int) -> None:
-        request = self._slots[seq]
-        self._slots[seq] = None
-        if request is not None:
-            request.sampler.close()
-        self.context.memory_seq_rm(seq, -1, -1)
+    def _pick_slot(self, tokens: Sequence[int]) -> tuple[_Slot, int]:
+        """The free slot for a prompt, and how many of its tokens that slot's cache holds."""
+        free = [slot for slot in self._slots if slot.request is None]
+        scored = [(common_prefix(slot.cache, tokens), slot) for slot in free]
+        best_lcp, best = max(scored, key=lambda pair: (pair[0], -pair[1].t_used))
+        if best_lcp >= SIMILARITY * len(tokens) and best_lcp > 0:
+            return best, best_lcp
+        lru = min(free, key=lambda slot: slot.t_used)
+        return lru, common_prefix(lru.cache, tokens)
 
-    def _fail(self, seq: int, exc: BaseException) -> None:
-        request = self._slots[seq]
-        if request is not None:
-            request.out.put(exc)
-        with self._cond:
-            self._release(seq)
-
-    def _join(self, seq: int, request: _Request) -> None:
-        """Evaluate the prompt into sequence ``seq`` and sample the first token."""
-        request.seq, request.t_start = seq, time.perf_counter()
+    def _join(self, request: _Request) -> None:
+        """Give ``request`` a slot (called with the lock held): keep the cached prefix of its prompt."""
+        slot, lcp = self._pick_slot(request.tokens)
+        n_keep = min(lcp, len(request.tokens) - 1) if request.params.cache_prompt else 0
+        if n_keep < len(slot.cache) and not self.context.memory_seq_rm(slot.seq, n_keep, -1):
+            self.context.memory_seq_rm(slot.seq, -1, -1)    # this memory cannot drop a suffix: start over
+            n_keep = 0
+        del slot.cache[n_keep:]
+        slot.request = request
+        self._order.append(slot)
+        request.n_past = request.n_cached = n_keep
+        request.t_start = time.perf_counter()
         request.stops = StopMatcher(request.stop_strings)
         limit = request.params.max_tokens
         request.limit = limit if limit >= 0 else self.n_ctx_seq
-        try:
-            self.context.memory_seq_rm(seq, -1, -1)
-            tokens, n_batch, batch = request.tokens, self.context.n_batch, self._prompt_batch
-            for start in range(0, len(tokens), n_batch):
-                chunk = tokens[start:start + n_batch]
-                batch.set_sequence(chunk, start, seq, logits_last=start + n_batch >= len(tokens))
-                self.context.decode(batch)
-            request.pos = len(tokens)
-            request.t_prompt_done = time.perf_counter()
-            if request.limit == 0:
-                self._finish(request, StopReason.MAX_TOKENS)
-                return
-            self._take(request, request.sampler.sample(self.context, len(chunk) - 1))
-        except BaseException as exc:
-            self._fail(seq, exc)
+        self.n_cached_tokens += n_keep
+
+    def _release(self, slot: _Slot) -> None:
+        """Free a slot (with the lock held); its cache stays for the next request unless it is unknown."""
+        request, slot.request = slot.request, None
+        slot.t_used = time.perf_counter()
+        if slot in self._order:
+            self._order.remove(slot)
+        if request is not None:
+            request.sampler.close()
+            if not request.params.cache_prompt:
+                self._forget(slot)
+
+    def _forget(self, slot: _Slot) -> None:
+        self.context.memory_seq_rm(slot.seq, -1, -1)
+        slot.cache.clear()
+
+    def _fail(self, slot: _Slot, exc: BaseException) -> None:
+        request = slot.request
+        if request is not None:
+            self._emit(request, exc)
+        with self._cond:
+            self._release(slot)
+            self._forget(slot)
 
     def _step(self) -> None:
-        """One decode for every active sequence's last token, then each samples its next."""
-        active = [(i, r) for i, r in enumerate(self._slots) if r is not None and not r.cancelled]
-        if not active:
-            return
-        batch = self._step_batch
+        """One decode: the generating sequences' last tokens, then prompt tokens while there is room."""
+        batch = self._batch
         batch.clear()
-        for _seq, request in active:
-            batch.add(request.last, request.pos, (request.seq,), logits=True)
+        generating: list[tuple[int, _Slot]] = []       # (batch index of its logits, slot)
+        prompting: list[tuple[_Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
+        for slot in self._order:
+            request = slot.request
+            if request is None or request.cancelled or request.prompting:
+                continue
+            batch.add(request.last, request.n_past, (slot.seq,), logits=True)
+            generating.append((len(generating), slot))
+        room = batch.capacity - len(generating)
+        for slot in self._order:
+            request = slot.request
+            if room == 0:
+                break
+            if request is None or request.cancelled or not request.prompting:
+                continue
+            chunk = request.tokens[request.n_past:request.n_past + room]
+            ends = request.n_past + len(chunk) == len(request.tokens)
+            index = batch.extend(chunk, request.n_past, slot.seq, logits_last=ends)
+            prompting.append((slot, len(chunk), index if ends else -1))
+            room -= len(chunk)
+        if not generating and not prompting:
+            return
         try:
             self.context.decode(batch)
         except BaseException as exc:
-            for seq, _request in active:
-                self._fail(seq, exc)
+            for slot in [s for _, s in generating] + [s for s, _, _ in prompting]:
+                self._fail(slot, exc)
             return
-        self.n_steps += 1
-        self.n_step_tokens += len(active)
-        for row, (seq, request) in enumerate(active):
-            request.pos += 1
+        if generating:
+            self.n_steps += 1
+            self.n_step_tokens += len(generating)
+        now = time.perf_counter()
+        for slot, n, _index in prompting:
+            request = slot.request
+            assert request is not None
+            slot.cache.extend(request.tokens[request.n_past:request.n_past + n])
+            request.n_past += n
+            self.n_prompt_tokens += n
+            if not request.prompting:
+                request.t_prompt_done = now
+        for _index, slot in generating:
+            request = slot.request
+            assert request is not None
+            slot.cache.append(request.last)
+            request.n_past += 1
+        ready = generating + [(index, slot) for slot, _n, index in prompting if index >= 0]
+        for index, slot in ready:
+            request = slot.request
+            assert request is not None
             try:
-                self._take(request, request.sampler.sample(self.context, row))
+                if request.limit == 0:
+                    self._finish(slot, StopReason.MAX_TOKENS)
+                else:
+                    self._take(slot, request.sampler.sample(self.context, index))
             except BaseException as exc:
-                self._fail(seq, exc)
+                self._fail(slot, exc)
 
-    def _take(self, request: _Request, token: int) -> None:
+    def _take(self, slot: _Slot, token: int) -> None:
         """A sampled token: its text to the stream, or the end of the request."""
+        request = slot.request
+        assert request is not None and request.stops is not None
         sampler = request.sampler
-        assert request.stops is not None
         special = request.params.render_special or sampler.renders_as_text(token)
         if self._vocab.is_eog(token):
             end_text = self._vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b""
             text, stopped = request.stops.feed(request.utf8.feed(end_text)) if end_text else ("", False)
-            self._finish(request, StopReason.STOP_STRING if stopped else StopReason.EOG, end_token=token,
-                         end_text=text)
+            self._finish(slot, StopReason.STOP_STRING if stopped else StopReason.EOG, end_token=token, end_text=text)
             return
         request.n_generated += 1
         request.last = token
         text, stopped = request.stops.feed(request.utf8.feed(self._vocab.token_to_piece(token, special=special)))
-        request.out.put(GenerationChunk(text, token))
+        self._emit(request, GenerationChunk(text, token))
         if stopped:
-            self._finish(request, StopReason.STOP_STRING)
+            self._finish(slot, StopReason.STOP_STRING)
         elif request.n_generated >= request.limit:
-            self._finish(request, StopReason.MAX_TOKENS)
-        elif request.pos + 1 >= self.n_ctx_seq:
-            self._finish(request, StopReason.CONTEXT_FULL)
+            self._finish(slot, StopReason.MAX_TOKENS)
+        elif request.n_past + 1 >= self.n_ctx_seq:
+            self._finish(slot, StopReason.CONTEXT_FULL)
 
-    def _finish(self, request: _Request, reason: StopReason, *, end_token: int | None = None,
-                end_text: str = "") -> None:
+    def _finish(self, slot: _Slot, reason: StopReason, *, end_token: int | None = None, end_text: str = "") -> None:
+        request = slot.request
+        assert request is not None and request.stops is not None
         stops = request.stops
-        assert stops is not None
         tail = end_text + ("" if reason is StopReason.STOP_STRING else stops.feed(request.utf8.flush())[0]
                            + stops.flush())
         now = time.perf_counter()
-        timings = Timings(len(request.tokens), request.n_generated, (request.t_prompt_done - request.t_start) * 1e3,
-                          (now - request.t_prompt_done) * 1e3, 0)
-        request.out.put(GenerationChunk(tail, None, reason, timings,
+        timings = Timings(len(request.tokens) - request.n_cached, request.n_generated,
+                          (request.t_prompt_done - request.t_start) * 1e3, (now - request.t_prompt_done) * 1e3,
+                          request.n_cached)
+        self._emit(request, GenerationChunk(tail, None, reason, timings,
                                         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
                                         end_token=end_token))
         with self._cond:
-            self._release(request.seq)
-
+            self._release(slot)

@@ -59,6 +59,8 @@ class ChatStream:
         self.timings: ChatTimings | None = None
         self.tokens: list[int] = []   # the generated token ids so far (llama-server's ``return_tokens``)
         self.logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
+        self._started = False
+        self.ended = False      # the final chunk was made: the reply is complete
         self._chunks: Generator[ChatChunk, None, None] = self._run()
 
     # -- iteration -------------------------------------------------------------------------------
@@ -77,11 +79,25 @@ class ChatStream:
         self._chunks.close()
         self._generation.close()
 
+    def interrupt(self) -> bool:
+        """Stop the generation from another thread, where it can be (a batched slot's request: the
+        thread reading this stream sees it end); False when this stream cannot be interrupted so."""
+        interrupt = getattr(self._generation, "interrupt", None)
+        if interrupt is None:
+            return False
+        interrupt()
+        return True
+
     def __enter__(self) -> ChatStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def generation(self) -> Any:
+        """The generation this stream reads (a ``GenerationStream``, or a batch slot's ``SequenceStream``)."""
+        return self._generation
 
     # -- the reply -------------------------------------------------------------------------------
 
@@ -100,8 +116,9 @@ class ChatStream:
 
     def completion(self) -> ChatCompletion:
         """Run the stream to its end (if it has not ended) and return the whole reply."""
-        for _ in self:
-            pass
+        if not self.ended:
+            for _ in self:
+                pass
         if self.usage is None or self.timings is None or self.finish_reason is None:
             from ..errors import LlamaInferenceException
 
@@ -110,40 +127,46 @@ class ChatStream:
                               self.text, self.result.prompt, logprobs=self.logprobs)
 
     def _run(self) -> Generator[ChatChunk, None, None]:
-        first = True
-        last: GenerationChunk | None = None
         for piece in self._generation:
-            last = piece
-            if piece.token is not None:
-                self.tokens.append(piece.token)
-            if piece.logprob is not None:
-                if self.logprobs is None:
-                    self.logprobs = []
-                self.logprobs.append(piece.logprob)
-            if first:
-                first = False
-                yield ChatChunk(role="assistant")
+            yield from self.push(piece)
             if piece.stop_reason is not None:
                 break
+
+    def push(self, piece: GenerationChunk) -> list[ChatChunk]:
+        """The chunks one piece of the generation makes (what iterating does with each piece; for a
+        caller that receives the pieces itself, e.g. on a batch scheduler's thread). After the piece
+        with the stop reason, ``ended`` is True and the reply is complete."""
+        out: list[ChatChunk] = []
+        if piece.token is not None:
+            self.tokens.append(piece.token)
+        if piece.logprob is not None:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.append(piece.logprob)
+        if not self._started:
+            self._started = True
+            out.append(ChatChunk(role="assistant"))
+        if piece.stop_reason is None:
             if piece.text:
-                for delta in self._parser.feed(piece.text):
-                    yield _chunk(delta)
-        if last is None or last.stop_reason is None or last.timings is None:
-            return
-        if last.end_token is not None:
-            self.tokens.append(last.end_token)
-        if last.text:
-            for delta in self._parser.feed(last.text):
-                yield _chunk(delta)
-        for delta in self._parser.finish(last.stop_reason.value):
-            yield _chunk(delta)
-        self.usage, self.timings = self._accounting(last.timings, last.end_token is not None)
-        yield ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings)
+                out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
+            return out
+        if piece.timings is None:
+            return out
+        if piece.end_token is not None:
+            self.tokens.append(piece.end_token)
+        if piece.text:
+            out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
+        out.extend(_chunk(delta) for delta in self._parser.finish(piece.stop_reason.value))
+        self.usage, self.timings = self._accounting(piece.timings, piece.end_token is not None)
+        self.ended = True
+        out.append(ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings))
+        return out
 
     def _accounting(self, t: Timings, ended: bool) -> tuple[Usage, ChatTimings]:
         # llama-server counts every sampled token (n_decoded), the end-of-generation token included
         n_decoded = t.n_generated + int(ended)
-        usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=n_decoded, cached_tokens=self._n_cached)
-        timings = ChatTimings(cache_n=self._n_cached, prompt_n=t.n_prompt, prompt_ms=t.prompt_ms,
+        n_cached = t.n_cached or self._n_cached   # a slot knows its cached prefix only once it joins
+        usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=n_decoded, cached_tokens=n_cached)
+        timings = ChatTimings(cache_n=n_cached, prompt_n=t.n_prompt, prompt_ms=t.prompt_ms,
                               predicted_n=n_decoded, predicted_ms=t.decode_ms)
         return usage, timings

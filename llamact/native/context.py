@@ -625,22 +625,34 @@ class Batch(NativeHandle):
 
     def set_sequence(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = True) -> None:
         """Fill with consecutive tokens of one sequence; only the last one outputs logits by default."""
+        ids = [_integer(tok, "token id") for tok in tokens]   # checked before the batch is emptied
+        if len(ids) > self.capacity:
+            raise LlamaInferenceException(f"{len(ids)} tokens exceed the batch capacity {self.capacity}")
+        self.clear()
+        self.extend(ids, start_pos, seq_id, logits_last)
+
+    def extend(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = False) -> int:
+        """Append consecutive tokens of one sequence (only the last one outputs logits, when
+        ``logits_last``); returns the batch index of the last token appended."""
         ids = [_integer(tok, "token id") for tok in tokens]
         start_pos, seq_id = _integer(start_pos, "position"), _integer(seq_id, "sequence id")
-        n = len(ids)
-        if n > self.capacity:
-            raise LlamaInferenceException(f"{n} tokens exceed the batch capacity {self.capacity}")
         with self.pinned():
             s = self.struct
-            for i, tok in enumerate(ids):
+            first = s.n_tokens
+            end = first + len(ids)
+            if end > self.capacity:
+                raise LlamaInferenceException(f"{end} tokens exceed the batch capacity {self.capacity}",
+                                              {"capacity": self.capacity})
+            for i, tok in enumerate(ids, first):
                 s.token[i] = tok
-                s.pos[i] = start_pos + i
+                s.pos[i] = start_pos + i - first
                 s.n_seq_id[i] = 1
                 s.seq_id[i][0] = seq_id
                 s.logits[i] = 0
-            if n and logits_last:
-                s.logits[n - 1] = 1
-            s.n_tokens = n
+            if ids and logits_last:
+                s.logits[end - 1] = 1
+            s.n_tokens = end
+        return end - 1
 
 
 def _integer(value: object, what: str) -> int:

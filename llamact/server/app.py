@@ -8,11 +8,12 @@ answers ``ChatCompletion.to_openai``; ``/v1/completions`` (``/completions``) is 
 endpoint; ``/v1/models``, ``/health``, ``/apply-template``, ``/tokenize``, ``/detokenize``,
 ``/props``, ``/metrics``. Errors are OpenAI's shape (``{"error": {"code", "message", "type"}}``), as
 ``format_error_response`` makes them. Generation runs on the engine (one request at a time) or, with
-``--parallel N`` > 1, on a ``BatchScheduler``'s N slots; either way through an ``EngineWorker``.
+``--parallel N`` > 1, on a ``BatchScheduler``'s N slots (through an ``EngineWorker`` or a ``SlotRunner``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -33,6 +34,7 @@ from ..errors import LlamaContextException, LlamaException, LlamaUnsupportedExce
 from .metrics import Metrics
 from .requests import RequestDefaults, RequestError, chat_request, completion_request
 from .settings import ServerSettings
+from .slots import SlotRunner
 from .worker import EngineWorker, Job
 
 Json = Any
@@ -41,6 +43,9 @@ log = logging.getLogger("llamact.server")
 # llama-server's public endpoints, and its page (which asks for the key itself)
 PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
 
 
 def error_body(message: str, kind: str, code: int) -> Json:
@@ -74,7 +79,7 @@ class ServerState:
         self.settings = settings
         self.engine: LlamaEngine | None = None
         self.scheduler: BatchScheduler | None = None
-        self.worker: EngineWorker | None = None
+        self.worker: EngineWorker | SlotRunner | None = None
         self.load_error: str | None = None
         self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
         self.defaults = RequestDefaults()
@@ -92,9 +97,9 @@ class ServerState:
                 parallel_tool_calls=caps.supports_parallel_tool_calls,
             )
             if self.settings.parallel > 1:
-                # a thread per request in flight, blocked on its stream while the scheduler batches
+                # the scheduler's thread makes the chunks of every slot and hands them to the event loop
                 self.scheduler = BatchScheduler(engine)
-                self.worker = EngineWorker(self.scheduler, max_workers=4 * self.settings.parallel + 16)
+                self.worker = SlotRunner(self.scheduler)
             else:
                 self.worker = EngineWorker(engine, abort=engine.cancel)
             self.engine = engine
@@ -121,15 +126,29 @@ async def _json_body(request: Request) -> Json:
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
 
 
-async def _drain(job: Job) -> Any:
-    """Run a job to its end (a non-streamed answer); its items are not needed."""
+async def _drain(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
+    """Run a job to its end (a non-streamed answer), passing its items to ``on_item``. A client that
+    goes away meanwhile cancels it (noticed within DISCONNECT_POLL_S), as a streaming client does."""
+
+    async def consume() -> Any:
+        async for item in job:
+            if on_item is not None:
+                on_item(item)
+        return job.result
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL_S)
+
+    answer, gone = asyncio.ensure_future(consume()), asyncio.ensure_future(watch())
     try:
-        async for _ in job:
-            pass
-    except BaseException:
-        job.cancel()
-        raise
-    return job.result
+        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not answer.done():   # the client went away, or this handler was cancelled
+            job.cancel()
+            answer.cancel()
+    return answer.result()
 
 
 async def _first(job: Job, items: AsyncIterator[Any]) -> tuple[bool, Any]:
@@ -194,7 +213,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         assert state.engine is not None  # the middleware answers 503 until it is loaded
         return state.engine
 
-    def worker() -> EngineWorker:
+    def worker() -> EngineWorker | SlotRunner:
         assert state.worker is not None
         return state.worker
 
@@ -235,7 +254,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         job = worker().submit(start, None if req.stream else (lambda s: s.completion()))
         if not req.stream:
             try:
-                completion = await _drain(job)
+                completion = await _drain(job, request)
             except BaseException as exc:
                 return exception_response(exc)
             stream = streams[0]
@@ -307,15 +326,12 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
                     "prompt_tokens_details": {"cached_tokens": t.n_cached}}
 
         if not req.stream:
-            pieces: list[str] = []
-            last: Any = None
+            chunks: list[Any] = []
             try:
-                async for chunk in job:
-                    pieces.append(chunk.text)
-                    last = chunk
+                await _drain(job, request, chunks.append)
             except BaseException as exc:
-                job.cancel()
                 return exception_response(exc)
+            pieces, last = [c.text for c in chunks], chunks[-1]
             body = choice("".join(pieces), last.finish_reason)
             body["usage"] = usage(last)
             return JSONResponse(body)

@@ -10,8 +10,9 @@ arrival order and the others wait in the executor's queue) or a ``BatchScheduler
 each blocked on its request's stream while the scheduler batches them). The stream is made on the
 worker thread (rendering the template and tokenizing are not free), so a request's errors arrive
 through the job like its items. A job cancelled while it waits never starts; one cancelled while it
-runs is closed at its next item, and ``abort()`` (the engine's ``cancel``: its decode in progress
-returns) is called when this job is the only one running.
+runs is closed at its next item: ``abort()`` (the engine's ``cancel``: its decode in progress
+returns) is called when this job is the only one running, and a scheduler's stream is interrupted
+(queued or on a slot, its thread stops waiting for the next item).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Job:
         self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
         self.cancelled = threading.Event()
         self.result: Any = None     # finish(stream)'s value, once the stream ended
+        self.stream: Any = None     # the running stream, once started
 
     def _put(self, kind: int, value: Any) -> None:
         try:
@@ -96,14 +98,18 @@ class EngineWorker:
             self._running.add(job)
         try:
             stream = start(self.backend)
+            job.stream = stream
+            if job.cancelled.is_set():   # cancelled while the stream was being made
+                self._interrupt(stream)
             try:
                 for item in stream:
                     if job.cancelled.is_set():
-                        with self._lock:
-                            self.n_cancelled += 1
                         break
                     job._put(_ITEM, item)
-                if not job.cancelled.is_set():
+                if job.cancelled.is_set():
+                    with self._lock:
+                        self.n_cancelled += 1
+                else:
                     job._put(_END, finish(stream) if finish is not None else None)
             finally:
                 stream.close()
@@ -115,8 +121,19 @@ class EngineWorker:
 
     def _abort(self, job: Job) -> None:
         with self._lock:
-            if job in self._running and self._abort_hook is not None:
+            if job not in self._running:
+                return
+            if self._abort_hook is not None:
                 self._abort_hook()
+            elif job.stream is not None:
+                self._interrupt(job.stream)
+
+    @staticmethod
+    def _interrupt(stream: Any) -> None:
+        """A batched request stops at once (queued or on a slot), its thread's ``next()`` returns."""
+        interrupt = getattr(stream, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def close(self) -> None:
         """Stop taking jobs, cancel those running, wait for the threads."""

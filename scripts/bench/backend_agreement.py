@@ -33,15 +33,14 @@ PROMPTS = [
 
 
 def _top2(row: Any) -> tuple[int, float, int, float]:
-    best, second = -1, -1
-    best_v = second_v = float("-inf")
-    for i, v in enumerate(row):
-        if v > best_v:
-            second, second_v = best, best_v
-            best, best_v = i, v
-        elif v > second_v:
-            second, second_v = i, v
-    return best, best_v, second, second_v
+    """The best and runner-up token of a logits row, as plain Python numbers (the row is numpy)."""
+    import numpy as np
+
+    values = np.asarray(row, dtype=np.float64)
+    second, best = (int(i) for i in np.argpartition(values, -2)[-2:])
+    if values[second] > values[best] or (values[second] == values[best] and second < best):
+        best, second = second, best
+    return best, float(values[best]), second, float(values[second])
 
 
 def greedy_steps(engine: LlamaEngine, prompt: str, n: int) -> list[dict[str, float]]:

@@ -61,9 +61,11 @@ def test_bounded_load_loses_nothing(parallel_server: LiveServer) -> None:
     assert metrics(parallel_server)["requests_total"] - before == 32
 
 
-def test_a_client_gone_mid_stream_frees_its_slot(parallel_server: LiveServer) -> None:
-    """Its end-of-generation tokens banned, the request would fill its slot; the client reads two events
-    and hangs up: the request is cancelled (never finished) and its slot freed."""
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+def test_a_client_gone_mid_answer_frees_its_slot(parallel_server: LiveServer, stream: bool) -> None:
+    """Its end-of-generation tokens banned, the request would fill its slot; the client hangs up (after
+    two events, or once its request holds a slot when it is not streamed): the request is cancelled
+    (never finished) and its slot freed."""
     status, body = parallel_server.request("POST", "/tokenize", json.dumps(
         {"content": "<|im_end|><|endoftext|>", "parse_special": True}).encode())
     assert status == 200
@@ -71,13 +73,17 @@ def test_a_client_gone_mid_stream_frees_its_slot(parallel_server: LiveServer) ->
     before = metrics(parallel_server)
     conn = http.client.HTTPConnection(HOST, parallel_server.port, timeout=300)
     conn.request("POST", "/v1/chat/completions", body=json.dumps({
-        "messages": [{"role": "user", "content": "Write a long story."}], "stream": True, "max_tokens": 2000,
+        "messages": [{"role": "user", "content": "Write a long story."}], "stream": stream, "max_tokens": 2000,
         "logit_bias": banned}).encode(), headers={"Content-Type": "application/json"})
-    response = conn.getresponse()
-    events = 0
-    while events < 2:
-        if response.readline().startswith(b"data: "):
-            events += 1
+    if stream:
+        response = conn.getresponse()
+        events = 0
+        while events < 2:
+            if response.readline().startswith(b"data: "):
+                events += 1
+    else:
+        while metrics(parallel_server)["requests_processing"] == 0:
+            pass
     conn.close()
     # wait until nothing runs (events, not time): cancelled, or -- were the disconnect missed -- finished
     # when its slot is full, which the counters then tell apart
@@ -88,3 +94,14 @@ def test_a_client_gone_mid_stream_frees_its_slot(parallel_server: LiveServer) ->
     # the slot serves the next request
     text, finish = streamed_text(parallel_server, "Say hello.", max_tokens=4)
     assert text and finish
+
+
+def test_a_repeated_prompt_is_found_in_a_slots_cache(parallel_server: LiveServer) -> None:
+    client = openai_client(parallel_server)
+    messages = [{"role": "user", "content": "Name a planet."}]
+    first = client.chat.completions.create(model="any", messages=messages, max_tokens=4, temperature=0)
+    again = client.chat.completions.create(model="any", messages=messages, max_tokens=4, temperature=0)
+    assert again.usage.prompt_tokens == first.usage.prompt_tokens
+    # all but the last prompt token (its logits are needed) come from the slot that served the first
+    assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens - 1
+    assert again.choices[0].message.content == first.choices[0].message.content

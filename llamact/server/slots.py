@@ -1,0 +1,122 @@
+"""Requests on a ``BatchScheduler``'s slots, handed to asyncio without a thread per request.
+
+    runner = SlotRunner(scheduler)
+    job = runner.submit(lambda scheduler: scheduler.create(...), finish=lambda stream: ...)
+    async for item in job: ...            # the same ``Job`` as ``EngineWorker`` gives
+
+Each request is prepared on a small thread pool (rendering the template and tokenizing are not
+free, and must not block the event loop), then listens to its slot: the scheduler's thread turns
+each generated piece into chat chunks (``ChatStream.push``: the stream parser and the deltas) right
+after its step, as llama-server's main loop does, and the chunks of a whole step reach the event
+loop in one call. On a machine whose cores all decode, this is what keeps Python's work out of the
+way of the decode: no thread per request waking per token, no work of theirs competing with ggml's
+threads in the middle of a decode. ``job.cancel()`` interrupts the request at once, queued or on a
+slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..engine.batched import BatchScheduler, SequenceStream
+from ..engine.chat_completion import ChatStream
+from .worker import _END, _ERROR, _ITEM, Job
+
+__all__ = ["SlotRunner"]
+
+
+class SlotRunner:
+    """``EngineWorker``'s interface over a ``BatchScheduler`` (see the module docstring)."""
+
+    def __init__(self, scheduler: BatchScheduler, *, prepare_threads: int = 2) -> None:
+        self.backend = scheduler
+        self._prepare = ThreadPoolExecutor(max_workers=prepare_threads, thread_name_prefix="llamact-prepare")
+        self._lock = threading.Lock()
+        self._outbox: list[tuple[Job, int, Any]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.n_waiting = 0      # submitted, not yet prepared (the scheduler counts its own queue)
+        self.n_cancelled = 0    # jobs that ended because they were cancelled (a client went away)
+        scheduler.add_step_listener(self._flush)
+
+    @property
+    def n_running(self) -> int:
+        return self.backend.n_active
+
+    def submit(self, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None = None) -> Job:
+        """Run ``start(scheduler)`` (a ``ChatStream`` or ``SequenceStream`` of the scheduler) on the
+        preparing pool; the job yields what the stream yields, then ends with ``finish(stream)``."""
+        self._loop = asyncio.get_running_loop()
+        job = Job(self, self._loop)   # type: ignore[arg-type]  # Job needs only _abort() of its worker
+        with self._lock:
+            self.n_waiting += 1
+        self._prepare.submit(self._start, job, start, finish)
+        return job
+
+    def _start(self, job: Job, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None) -> None:
+        with self._lock:
+            self.n_waiting -= 1
+            if job.cancelled.is_set():
+                self.n_cancelled += 1
+                return
+        try:
+            stream = start(self.backend)
+        except BaseException as exc:   # delivered to the request
+            self._post(job, _ERROR, exc)
+            self._flush()
+            return
+        chat = stream if isinstance(stream, ChatStream) else None
+        generation: SequenceStream = chat.generation if chat is not None else stream
+
+        def listener(item: Any) -> None:   # on the scheduler's thread
+            if item is SequenceStream.END:
+                with self._lock:
+                    self.n_cancelled += 1
+                self._post(job, _END, None)
+                return
+            if isinstance(item, BaseException):
+                self._post(job, _ERROR, item)
+                return
+            try:
+                for out in (chat.push(item) if chat is not None else (item,)):
+                    self._post(job, _ITEM, out)
+                if item.stop_reason is not None:
+                    self._post(job, _END, finish(stream) if finish is not None else None)
+            except BaseException as exc:   # the parser's error ends the request (as iterating would)
+                self._post(job, _ERROR, exc)
+                generation.interrupt()
+
+        job.stream = stream
+        generation.listen(listener)
+        if job.cancelled.is_set():
+            generation.interrupt()
+        self._flush()
+
+    def _abort(self, job: Job) -> None:
+        stream = job.stream
+        if stream is not None:
+            stream.interrupt()
+
+    def _post(self, job: Job, kind: int, value: Any) -> None:
+        with self._lock:
+            self._outbox.append((job, kind, value))
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._outbox = self._outbox, []
+        if items and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(_dispatch, items)
+            except RuntimeError:   # the event loop is closed: the server is shutting down
+                pass
+
+    def close(self) -> None:
+        self._prepare.shutdown(wait=True, cancel_futures=True)
+
+
+def _dispatch(items: list[tuple[Job, int, Any]]) -> None:
+    for job, kind, value in items:
+        job._queue.put_nowait((kind, value))

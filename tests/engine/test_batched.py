@@ -1,0 +1,107 @@
+"""BatchScheduler: prompts mixed into the generating sequences' steps, the slots' prompt caches, and
+cancelling a request that waits for a slot. (The server tests drive it through HTTP.)"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact.engine.batched import BatchScheduler, SequenceStream
+
+pytestmark = pytest.mark.model
+
+END_TEXT = "<|im_end|><|endoftext|>"
+
+
+def no_end(engine: LlamaEngine) -> dict[int, float]:
+    return {t: float("-inf") for t in engine.tokenize(END_TEXT, add_special=False, parse_special=True)}
+
+
+def test_a_long_prompt_joins_while_another_sequence_generates(smollm2_path: Path) -> None:
+    """B's prompt (~300 tokens) needs several batches of 64: each also carries A's next token, so A keeps
+    generating while B's prompt is evaluated (a prompt decoded on its own would pause A meanwhile)."""
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=4096, n_seq_max=2, n_batch=64, n_ubatch=64,
+                                                    n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        try:
+            events: list[tuple[str, Any]] = []   # in the order the scheduler's thread made them
+            a_started = threading.Event()
+
+            def record(name: str) -> Any:
+                def listener(item: Any) -> None:
+                    events.append((name, item))
+                    a_started.set()
+                return listener
+
+            a = scheduler.generate("Once upon a time", GenerationParams(greedy=True, max_tokens=40,
+                                                                        logit_bias=no_end(engine)))
+            a.listen(record("A"))
+            assert a_started.wait(60)
+            long_prompt = engine.tokenize("Summarize: " + "The cat sat on the mat. " * 50)
+            assert len(long_prompt) > 5 * 63
+            events.append(("B submitted", None))
+            b = scheduler.generate(long_prompt, GenerationParams(greedy=True, max_tokens=2))
+            done = threading.Event()
+            b.listen(lambda item: (events.append(("B", item)), item is SequenceStream.END or
+                                   getattr(item, "stop_reason", None) is not None) and done.set())
+            assert done.wait(120)
+            names = [name for name, _ in events]
+            submitted, b_first = names.index("B submitted"), names.index("B")
+            # each batch: A's token + up to 63 of B's prompt tokens -> at least 5 batches before B's first
+            assert names[submitted:b_first].count("A") >= 4
+        finally:
+            scheduler.close()
+
+
+def test_a_slot_keeps_its_prompt_for_the_next_request(smollm2_path: Path) -> None:
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=2, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        try:
+            messages = [{"role": "user", "content": "Name a planet."}]
+            params = GenerationParams(greedy=True, max_tokens=6)
+            first = scheduler.create(messages, params=params).completion()
+            n_prompt = first.usage.prompt_tokens
+            assert first.usage.cached_tokens == 0
+            again = scheduler.create(messages, params=params).completion()
+            assert again.usage.cached_tokens == n_prompt - 1    # its logits are needed: one is evaluated
+            assert again.timings.prompt_n == 1
+            assert again.content == first.content
+            # the conversation goes on: its earlier turn is found in the slot
+            longer = messages + [{"role": "assistant", "content": first.content},
+                                 {"role": "user", "content": "And another?"}]
+            follow = scheduler.create(longer, params=params).completion()
+            assert follow.usage.cached_tokens >= n_prompt - 1
+            alone = scheduler.create(longer, params=GenerationParams(greedy=True, max_tokens=6,
+                                                                     cache_prompt=False)).completion()
+            assert alone.usage.cached_tokens == 0
+            assert alone.timings.prompt_n == alone.usage.prompt_tokens
+        finally:
+            scheduler.close()
+
+
+def test_a_waiting_request_cancelled_ends_at_once(smollm2_path: Path) -> None:
+    """One slot, busy with a generation that would take minutes; the request queued behind it is
+    interrupted: the thread reading it stops waiting at once, the running one goes on."""
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=8192, n_seq_max=1, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        try:
+            busy = scheduler.generate("Once upon a time", GenerationParams(greedy=True, max_tokens=-1,
+                                                                           logit_bias=no_end(engine)))
+            next(busy)
+            queued = scheduler.generate("Hello", GenerationParams(greedy=True, max_tokens=4))
+            got: list[Any] = []
+            reader = threading.Thread(target=lambda: got.extend(queued))
+            reader.start()
+            assert scheduler.n_waiting == 1
+            queued.interrupt()
+            reader.join(60)
+            assert not reader.is_alive() and got == []
+            assert scheduler.n_waiting == 0 and scheduler.n_active == 1
+            assert next(busy).stop_reason is None        # still generating
+            busy.close()
+        finally:
+            scheduler.close()
