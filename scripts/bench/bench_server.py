@@ -4,7 +4,7 @@ concurrent streaming clients: ``llamact serve --parallel N`` against upstream's 
 
     python scripts/bench/bench_server.py                         # SmolLM2, 1/4/8 clients, 64 tokens each
     python scripts/bench/bench_server.py --clients 1 8 --requests 2 --threads 2 --json out.json
-    python scripts/bench/bench_server.py --llama-cpp-python /path/to/venv/bin/python
+    python scripts/bench/bench_server.py --llama-cpp-python ~/.cache/llamact/venv-peer/bin/python
 
 Each client streams ``--requests`` chat completions one after the other (different questions, greedy,
 ``max_tokens`` tokens with the end-of-generation tokens banned so that every answer has the same
@@ -28,9 +28,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 HOST = "127.0.0.1"
+# the peer's venv, as scripts/bench/bench_prompt_cache.py makes it (plus: pip install "llama-cpp-python[server]")
+PEER_PYTHON = Path.home() / ".cache/llamact/venv-peer/bin/python"
 QUESTIONS = ["Say hello.", "What is 2+2?", "Name a color.", "Tell me a fact about cats.", "What is the sun?",
              "Name a fruit.", "Count to five.", "What is water?"]
 
@@ -43,28 +44,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_healthy(port: int, process: subprocess.Popen[bytes], timeout: float = 300) -> None:
+def wait_ready(port: int, process: subprocess.Popen[bytes], path: str = "/health", timeout: float = 300) -> None:
+    """Until ``GET path`` answers 200 (llama-cpp-python's server has no /health: /v1/models)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited ({process.returncode})")
         try:
             conn = http.client.HTTPConnection(HOST, port, timeout=5)
-            conn.request("GET", "/health")
+            conn.request("GET", path)
             if conn.getresponse().status == 200:
                 return
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError("the server did not become healthy")
+    raise RuntimeError("the server did not become ready")
 
 
-def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+def start(command: list[str], port: int, ready_path: str = "/health") -> subprocess.Popen[bytes]:
     log = tempfile.TemporaryFile()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
-        wait_healthy(port, process)
+        wait_ready(port, process, ready_path)
     except BaseException:
         process.kill()
         log.seek(0)
@@ -73,16 +75,20 @@ def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
     return process
 
 
-def banned_tokens(port: int) -> list[list[Any]]:
-    conn = http.client.HTTPConnection(HOST, port, timeout=60)
-    conn.request("POST", "/tokenize", body=json.dumps({"content": "<|im_end|><|endoftext|>", "parse_special": True}),
-                 headers={"Content-Type": "application/json"})
-    tokens = json.loads(conn.getresponse().read())["tokens"]
-    return [[t, False] for t in tokens]
+def banned_tokens(model: Path) -> dict[str, float]:
+    """The end-of-generation tokens, banned (OpenAI's logit_bias form, which every server reads), so
+    that every answer has exactly max_tokens tokens. Token ids from the GGUF, tokenized here."""
+    from llamact import LlamaEngine, ModelParams
+
+    with LlamaEngine.load(model, ModelParams(n_ctx=256, n_threads=1)) as engine:
+        tokens = engine.tokenize("<|im_end|><|endoftext|>", add_special=False, parse_special=True)
+    return {str(t): -100.0 for t in tokens}
 
 
-def stream_one(port: int, question: str, max_tokens: int, bias: list[list[Any]]) -> tuple[int, float]:
-    """(completion tokens, seconds to the first content event) of one streamed request."""
+def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]) -> tuple[int, float]:
+    """(completion tokens, seconds to the first content event) of one streamed request. The tokens come
+    from the usage chunk; a server that sends none (llama-cpp-python) is credited max_tokens, which the
+    banned end-of-generation tokens guarantee (checked on the servers that do send usage)."""
     body = {"messages": [{"role": "user", "content": question}], "stream": True, "max_tokens": max_tokens,
             "temperature": 0, "stream_options": {"include_usage": True}, "logit_bias": bias}
     conn = http.client.HTTPConnection(HOST, port, timeout=600)
@@ -91,7 +97,7 @@ def stream_one(port: int, question: str, max_tokens: int, bias: list[list[Any]])
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read()[:300]!r}")
-    ttft, tokens = -1.0, 0
+    ttft, tokens = -1.0, -1
     for raw in response:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
@@ -102,10 +108,12 @@ def stream_one(port: int, question: str, max_tokens: int, bias: list[list[Any]])
         if event.get("usage"):
             tokens = event["usage"]["completion_tokens"]
     conn.close()
-    return tokens, ttft
+    if tokens >= 0 and tokens != max_tokens:
+        raise RuntimeError(f"{tokens} completion tokens, not {max_tokens}: the end-of-generation ban failed")
+    return (max_tokens if tokens < 0 else tokens), ttft
 
 
-def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: list[list[Any]]) -> dict[str, float]:
+def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: dict[str, float]) -> dict[str, float]:
     results: list[tuple[int, float]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(clients)
@@ -140,10 +148,12 @@ def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], 
                                       "--port", str(port), "--parallel", str(args.parallel), "--jinja",
                                       "--no-webui", "--no-warmup", "--threads-batch", str(args.threads), *common],
     }
-    if args.llama_cpp_python:
+    if args.llama_cpp_python != "none" and Path(args.llama_cpp_python).exists():
+        # one model, one context: it serves one request at a time (its server holds a lock per request)
         out["llama-cpp-python"] = lambda port: [args.llama_cpp_python, "-m", "llama_cpp.server", "--model", str(model),
                                                 "--host", HOST, "--port", str(port), "--n_ctx", str(args.ctx_size),
-                                                "--n_threads", str(args.threads)]
+                                                "--n_threads", str(args.threads),
+                                                "--n_threads_batch", str(args.threads)]
     return out
 
 
@@ -156,18 +166,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--ctx-size", type=int, default=8192)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--llama-cpp-python", help="a python with llama-cpp-python[server] installed (its own venv)")
+    p.add_argument("--llama-cpp-python", default=str(PEER_PYTHON),
+                   help="a python with llama-cpp-python[server] installed, in its own venv (default: %(default)s, "
+                        "used when it exists; 'none' to leave the peer out)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     from llamact.models import smollm2_path
 
     model = args.model or smollm2_path()
+    bias = banned_tokens(model)
     table: dict[str, dict[int, dict[str, float]]] = {}
     for name, command in servers(args, model).items():
         port = free_port()
-        process = start(command(port), port)
+        process = start(command(port), port, "/v1/models" if name == "llama-cpp-python" else "/health")
         try:
-            bias = banned_tokens(port)
             stream_one(port, QUESTIONS[0], 4, bias)   # warm-up
             table[name] = {}
             for clients in args.clients:

@@ -1,10 +1,12 @@
 """Wire parity: the same streamed requests sent to upstream's llama-server and to ``llamact serve``
 (greedy, one slot, the same context and thread count) give the same server-sent events, once the
 fields that differ by nature are removed: ids (completion and tool call), timestamps, fingerprints,
-timings."""
+timings. Chat completions (streamed) and raw completions (streamed and not)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,35 @@ def test_streamed_events_equal_llama_server(name: str, upstream: dict[str, Llama
     got = events((HOST, ours.port), body, ours.headers())
     assert expected[-1] == "[DONE]" and len(expected) > 3
     assert got == expected
+
+
+RAW_REQUESTS: dict[str, Json] = {
+    "raw_plain": {"prompt": "Once upon a time", "max_tokens": 12},
+    "raw_stop": {"prompt": "The colors of the rainbow are", "max_tokens": 24, "stop": [","]},
+}
+
+
+def _post_json(port: int, path: str, body: Json, headers: dict[str, str] | None = None) -> tuple[int, Json]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=300)
+    try:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("name", sorted(RAW_REQUESTS))
+def test_raw_completions_equal_llama_server(name: str, upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    """``/v1/completions``, streamed (the events) and not (the body), the same normalisation."""
+    body, ref = RAW_REQUESTS[name], upstream["own"]
+    streamed = {**BASE, **body}
+    expected = [normalized(e) for e in sse_events(HOST, ref.port, "/v1/completions", streamed)]
+    got = [normalized(e) for e in sse_events(HOST, server.port, "/v1/completions", streamed, server.headers())]
+    assert expected[-1] == "[DONE]" and len(expected) > 3
+    assert got == expected
+    plain = {**body, "temperature": 0, "cache_prompt": False}
+    status, expected_body = _post_json(ref.port, "/v1/completions", plain)
+    got_status, got_body = _post_json(server.port, "/v1/completions", plain, server.headers())
+    assert (got_status, normalized(got_body)) == (status, normalized(expected_body))
