@@ -44,6 +44,7 @@ from .chat_completion import ChatStream
 from .chat_sampling import chat_sampler_config
 from .detokenizer import Utf8Stream
 from .generator import GenerationChunk, StopReason, Timings
+from .logprobs import LogprobReader
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .sampling import sampler_specs
@@ -72,6 +73,7 @@ class _Request:
     limit: int = 0
     utf8: Utf8Stream = field(default_factory=Utf8Stream)
     stops: StopMatcher | None = None
+    logprobs: LogprobReader | None = None    # with params.logprobs
     t_start: float = 0.0
     t_prompt_done: float = 0.0
 
@@ -228,6 +230,12 @@ class BatchScheduler:
                 {"n_prompt": len(tokens), "n_ctx_seq": self.n_ctx_seq})
 
     def _submit(self, request: _Request) -> _Request:
+        if request.params.logprobs:
+            try:   # checks top_logprobs here, on the caller's thread
+                request.logprobs = LogprobReader(self._vocab, request.params.top_logprobs)
+            except BaseException:
+                request.sampler.close()
+                raise
         with self._cond:
             if self._closed:
                 request.sampler.close()
@@ -404,11 +412,11 @@ class BatchScheduler:
                 if request.limit == 0:
                     self._finish(slot, StopReason.MAX_TOKENS)
                 else:
-                    self._take(slot, request.sampler.sample(self.context, index))
+                    self._take(slot, request.sampler.sample(self.context, index), index)
             except BaseException as exc:
                 self._fail(slot, exc)
 
-    def _take(self, slot: _Slot, token: int) -> None:
+    def _take(self, slot: _Slot, token: int, index: int) -> None:
         """A sampled token: its text to the stream, or the end of the request."""
         request = slot.request
         assert request is not None and request.stops is not None
@@ -422,7 +430,11 @@ class BatchScheduler:
         request.n_generated += 1
         request.last = token
         text, stopped = request.stops.feed(request.utf8.feed(self._vocab.token_to_piece(token, special=special)))
-        self._emit(request, GenerationChunk(text, token))
+        entry = None
+        if request.logprobs is not None:
+            with self.context.borrow_logits(index) as row:   # the row it was sampled from
+                entry = request.logprobs.read(row, token)
+        self._emit(request, GenerationChunk(text, token, logprob=entry))
         if stopped:
             self._finish(slot, StopReason.STOP_STRING)
         elif request.n_generated >= request.limit:

@@ -149,6 +149,8 @@ class ChatStream:
         if piece.stop_reason is None:
             if piece.text:
                 out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
+            if piece.logprob is not None and out:   # a token that made no chunk: its entry is not streamed
+                out[-1] = out[-1]._replace(logprobs=(piece.logprob,))
             return out
         if piece.timings is None:
             return out

@@ -113,6 +113,9 @@ class ChatChunk(NamedTuple):
     usage: Usage | None = None
     timings: ChatTimings | None = None
     role: str | None = None
+    # with logprobs: the entry of the token whose text this chunk ends (llama-server puts a token's
+    # entry on the last chunk that token made)
+    logprobs: tuple[TokenLogprob, ...] = ()
 
     def delta_json(self) -> Json:
         """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""
@@ -135,6 +138,8 @@ class ChatChunk(NamedTuple):
         base = {"created": created, "id": completion_id, "model": model, "system_fingerprint": fp,
                 "object": "chat.completion.chunk"}
         out = [{"choices": [{"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}], **base}]
+        if self.logprobs:
+            out[0]["choices"][0]["logprobs"] = {"content": [e.to_openai() for e in self.logprobs]}
         if self.finish_reason is not None:
             if include_usage and self.usage is not None:
                 out.append({"choices": [], **base, "usage": self.usage.to_openai()})

@@ -13,10 +13,11 @@ upstream has one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..engine import GenerationParams
+from ..engine.logprobs import check_top_logprobs
 from ..errors import LlamaException
 
 Json = Any
@@ -204,6 +205,7 @@ def chat_request(body: Json, defaults: RequestDefaults) -> ChatRequest:
         if not isinstance(body["grammar"], str):
             raise RequestError("'grammar' must be a string")
         params = GenerationParams(**{**params.__dict__, "grammar": body["grammar"]})
+    params = _with_logprobs(body, params, bool(tools) and stream)
     kwargs: dict[str, Any] = {
         "messages": body["messages"],
         "tools": tools,
@@ -236,3 +238,21 @@ def completion_request(body: Json, defaults: RequestDefaults) -> CompletionReque
     if not isinstance(stream, bool):
         raise RequestError("'stream' must be a boolean")
     return CompletionRequest(stream, _include_usage(body), prompt, generation_params(body, defaults))
+
+
+def _with_logprobs(body: Json, params: GenerationParams, tools_and_stream: bool) -> GenerationParams:
+    """OpenAI's ``logprobs`` / ``top_logprobs`` as oaicompat_chat_params_parse reads them: ``logprobs:
+    true`` asks for ``top_logprobs`` alternatives (20 when absent); not with tools and stream at once."""
+    if body.get("logprobs") is True:
+        if tools_and_stream:
+            raise RequestError("logprobs is not supported with tools + stream")
+        top = body.get("top_logprobs")
+        top = top if isinstance(top, int) and not isinstance(top, bool) else 20
+        try:
+            check_top_logprobs(top)
+        except LlamaException as exc:
+            raise RequestError(str(exc)) from None
+        return replace(params, logprobs=True, top_logprobs=top)
+    if body.get("top_logprobs") is not None:
+        raise RequestError("top_logprobs requires logprobs to be set to true")
+    return params

@@ -105,3 +105,17 @@ def test_a_repeated_prompt_is_found_in_a_slots_cache(parallel_server: LiveServer
     # all but the last prompt token (its logits are needed) come from the slot that served the first
     assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens - 1
     assert again.choices[0].message.content == first.choices[0].message.content
+
+
+def test_logprobs_on_a_slot_are_the_single_slot_servers(parallel_server: LiveServer, server: LiveServer) -> None:
+    def ask(live: LiveServer) -> Any:
+        return openai_client(live).chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Name a color."}], max_tokens=6, temperature=0,
+            logprobs=True, top_logprobs=3).choices[0].logprobs.content
+
+    on_slot, alone = ask(parallel_server), ask(server)
+    assert len(on_slot) == len(alone) >= 2
+    for got, expected in zip(on_slot, alone, strict=True):
+        assert got.token == expected.token and abs(got.logprob - expected.logprob) < 2e-3
+        assert [t.token for t in got.top_logprobs] == [t.token for t in expected.top_logprobs]
+        assert len(got.top_logprobs) == 3

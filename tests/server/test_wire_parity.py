@@ -102,3 +102,38 @@ def test_raw_completions_equal_llama_server(name: str, upstream: dict[str, Llama
     status, expected_body = _post_json(ref.port, "/v1/completions", plain)
     got_status, got_body = _post_json(server.port, "/v1/completions", plain, server.headers())
     assert (got_status, normalized(got_body)) == (status, normalized(expected_body))
+
+
+def assert_equal_but_logprob_values(got: Json, expected: Json, tolerance: float = 2e-3) -> None:
+    """Equal, except that each ``logprob`` number may differ by ``tolerance`` (the two programs sum the
+    softmax in a different order: measured differences are about 1e-4)."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got.keys() == expected.keys()
+        for key, value in expected.items():
+            if key == "logprob":
+                assert abs(got[key] - value) <= tolerance, (got[key], value)
+            else:
+                assert_equal_but_logprob_values(got[key], value, tolerance)
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert_equal_but_logprob_values(g, e, tolerance)
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+def test_logprobs_equal_llama_server(stream: bool, upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    body = {"messages": HELLO, "max_tokens": 8, "logprobs": True, "top_logprobs": 3}
+    ref = upstream["own"]
+    if stream:
+        expected = events((HOST, ref.port), body)
+        got = events((HOST, server.port), body, server.headers())
+        assert sum("logprobs" in e["choices"][0] for e in expected if isinstance(e, dict) and e["choices"]) >= 4
+    else:
+        plain = {**body, "temperature": 0, "cache_prompt": False}
+        status, expected = _post_json(ref.port, "/v1/chat/completions", plain)
+        got_status, got = _post_json(server.port, "/v1/chat/completions", plain, server.headers())
+        assert (got_status, status) == (200, 200) and len(expected["choices"][0]["logprobs"]["content"]) >= 4
+        expected, got = normalized(expected), normalized(got)
+    assert_equal_but_logprob_values(got, expected)
