@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
-from ..native.context import Batch
+from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
 from .chat_completion import ChatStream

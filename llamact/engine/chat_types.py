@@ -137,9 +137,10 @@ class ChatChunk(NamedTuple):
         fp = fingerprint if fingerprint is not None else system_fingerprint()
         base = {"created": created, "id": completion_id, "model": model, "system_fingerprint": fp,
                 "object": "chat.completion.chunk"}
-        out = [{"choices": [{"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}], **base}]
+        choice: Json = {"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}
         if self.logprobs:
-            out[0]["choices"][0]["logprobs"] = {"content": [e.to_openai() for e in self.logprobs]}
+            choice["logprobs"] = {"content": [e.to_openai() for e in self.logprobs]}
+        out = [{"choices": [choice], **base}]
         if self.finish_reason is not None:
             if include_usage and self.usage is not None:
                 out.append({"choices": [], **base, "usage": self.usage.to_openai()})

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException
 from ..native import llama_h
-from ..native.context import Batch, Context, ContextOptions
+from ..native.batch import Batch
+from ..native.context import Context, ContextOptions
 from ..native.model import Model
 
 POOLING = {

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from llamact import GenerationParams, LlamaEngine, ModelParams, build_info, devices
-from llamact.native.context import Batch
+from llamact.native.batch import Batch
 
 PROMPTS = [
     "The capital of France is",

@@ -31,7 +31,7 @@ from typing import Any
 from llamact import GenerationParams, LlamaEngine, ModelParams
 from llamact.engine.chat_sampling import chat_sampler_config
 from llamact.engine.generator import generate
-from llamact.native.context import Batch
+from llamact.native.batch import Batch
 from llamact.native.llama_h import LLAMA_TOKEN_NULL
 from llamact.native.sampler import Greedy, SamplerChain
 from llamact.native.stepper import TokenStepper
