@@ -175,8 +175,8 @@ class BatchScheduler:
         self.n_step_tokens = 0   # generated tokens decoded over those steps: n_step_tokens / n_steps is the mean
         self.n_prompt_tokens = 0  # prompt tokens evaluated
         self.n_cached_tokens = 0  # prompt tokens found in the slots' caches
-        self._thread = threading.Thread(target=self._loop, name="llamact-slots", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._loop, name="llamact-slots", daemon=True)
+        self.thread.start()
 
     # -- the callers' side -----------------------------------------------------------------------
 
@@ -278,7 +278,7 @@ class BatchScheduler:
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join()
+        self.thread.join()
         self._batch.close()
 
     # -- the scheduler thread --------------------------------------------------------------------
@@ -356,29 +356,34 @@ class BatchScheduler:
             self._forget(slot)
 
     def _step(self) -> None:
-        """One decode: the generating sequences' last tokens, then prompt tokens while there is room."""
+        """One decode: every generating sequence's last token, and prompt tokens while there is room
+        (joining requests first come, first served). The batch lists sequences by id: with a KV cache
+        per sequence, llama.cpp puts only consecutive sequence ids in one ubatch (split_equal's
+        ``sequential``), so any other order splits a step into several graph computations."""
         batch = self._batch
         batch.clear()
+        active = [s for s in self._order if s.request is not None and not s.request.cancelled]
+        n_generating = sum(not s.request.prompting for s in active)   # type: ignore[union-attr]
+        room, take = batch.capacity - n_generating, {}
+        for slot in active:
+            request = slot.request
+            assert request is not None
+            if request.prompting and room > 0:
+                take[slot.seq] = n = min(room, len(request.tokens) - request.n_past)
+                room -= n
         generating: list[tuple[int, _Slot]] = []       # (batch index of its logits, slot)
         prompting: list[tuple[_Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
-        for slot in self._order:
+        for slot in sorted(active, key=lambda s: s.seq):
             request = slot.request
-            if request is None or request.cancelled or request.prompting:
-                continue
-            batch.add(request.last, request.n_past, (slot.seq,), logits=True)
-            generating.append((len(generating), slot))
-        room = batch.capacity - len(generating)
-        for slot in self._order:
-            request = slot.request
-            if room == 0:
-                break
-            if request is None or request.cancelled or not request.prompting:
-                continue
-            chunk = request.tokens[request.n_past:request.n_past + room]
-            ends = request.n_past + len(chunk) == len(request.tokens)
-            index = batch.extend(chunk, request.n_past, slot.seq, logits_last=ends)
-            prompting.append((slot, len(chunk), index if ends else -1))
-            room -= len(chunk)
+            assert request is not None
+            if not request.prompting:
+                generating.append((batch.n_tokens, slot))
+                batch.add(request.last, request.n_past, (slot.seq,), logits=True)
+            elif slot.seq in take:
+                chunk = request.tokens[request.n_past:request.n_past + take[slot.seq]]
+                ends = request.n_past + len(chunk) == len(request.tokens)
+                index = batch.extend(chunk, request.n_past, slot.seq, logits_last=ends)
+                prompting.append((slot, len(chunk), index if ends else -1))
         if not generating and not prompting:
             return
         try:

@@ -28,6 +28,8 @@ from .worker import _END, _ERROR, _ITEM, Job
 
 __all__ = ["SlotRunner"]
 
+LOCKSTEP_WAIT_S = 0.05   # the longest a decode waits for the event loop to write the previous step's events
+
 
 class SlotRunner:
     """``EngineWorker``'s interface over a ``BatchScheduler`` (see the module docstring)."""
@@ -107,16 +109,24 @@ class SlotRunner:
     def _flush(self) -> None:
         with self._lock:
             items, self._outbox = self._outbox, []
-        if items and self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(_dispatch, items)
-            except RuntimeError:   # the event loop is closed: the server is shutting down
-                pass
+        if not items or self._loop is None:
+            return
+        written = threading.Event()
+        try:
+            self._loop.call_soon_threadsafe(_dispatch, self._loop, items, written)
+        except RuntimeError:   # the event loop is closed: the server is shutting down
+            return
+        if threading.current_thread() is self.backend.thread:
+            # the next decode starts once the event loop has written this step's events (or after
+            # LOCKSTEP_WAIT_S): its Python work then runs between decodes, not across one
+            written.wait(LOCKSTEP_WAIT_S)
 
     def close(self) -> None:
         self._prepare.shutdown(wait=True, cancel_futures=True)
 
 
-def _dispatch(items: list[tuple[Job, int, Any]]) -> None:
+def _dispatch(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, int, Any]], written: threading.Event) -> None:
     for job, kind, value in items:
         job._queue.put_nowait((kind, value))
+    # the requests' tasks woken above run before this (FIFO): each writes its events, then waits again
+    loop.call_soon(written.set)

@@ -87,8 +87,9 @@ def banned_tokens(model: Path) -> dict[str, float]:
 
 def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]) -> tuple[int, float]:
     """(completion tokens, seconds to the first content event) of one streamed request. The tokens come
-    from the usage chunk; a server that sends none (llama-cpp-python) is credited max_tokens, which the
-    banned end-of-generation tokens guarantee (checked on the servers that do send usage)."""
+    from the usage chunk; for a server that sends none (llama-cpp-python), the content events (one per
+    token there). Either way the answer must have max_tokens tokens (the end-of-generation tokens are
+    banned): a request cut short is an error, not a fast answer."""
     body = {"messages": [{"role": "user", "content": question}], "stream": True, "max_tokens": max_tokens,
             "temperature": 0, "stream_options": {"include_usage": True}, "logit_bias": bias}
     conn = http.client.HTTPConnection(HOST, port, timeout=600)
@@ -97,20 +98,23 @@ def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read()[:300]!r}")
-    ttft, tokens = -1.0, -1
+    ttft, tokens, content_events = -1.0, -1, 0
     for raw in response:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         event = json.loads(line[6:])
-        if ttft < 0 and any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
-            ttft = time.perf_counter() - t0
+        if any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
+            content_events += 1
+            if ttft < 0:
+                ttft = time.perf_counter() - t0
         if event.get("usage"):
             tokens = event["usage"]["completion_tokens"]
     conn.close()
-    if tokens >= 0 and tokens != max_tokens:
-        raise RuntimeError(f"{tokens} completion tokens, not {max_tokens}: the end-of-generation ban failed")
-    return (max_tokens if tokens < 0 else tokens), ttft
+    tokens = tokens if tokens >= 0 else content_events
+    if tokens != max_tokens:
+        raise RuntimeError(f"{tokens} completion tokens, not {max_tokens}: the request was cut short")
+    return tokens, ttft
 
 
 def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: dict[str, float]) -> dict[str, float]:
@@ -149,11 +153,13 @@ def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], 
                                       "--no-webui", "--no-warmup", "--threads-batch", str(args.threads), *common],
     }
     if args.llama_cpp_python != "none" and Path(args.llama_cpp_python).exists():
-        # one model, one context: it serves one request at a time (its server holds a lock per request)
+        # one model, one context: it serves one request at a time (its server holds a lock per
+        # request); --interrupt_requests False: else a new request ends the one running
         out["llama-cpp-python"] = lambda port: [args.llama_cpp_python, "-m", "llama_cpp.server", "--model", str(model),
                                                 "--host", HOST, "--port", str(port), "--n_ctx", str(args.ctx_size),
                                                 "--n_threads", str(args.threads),
-                                                "--n_threads_batch", str(args.threads)]
+                                                "--n_threads_batch", str(args.threads),
+                                                "--interrupt_requests", "False"]
     return out
 
 

@@ -105,3 +105,35 @@ def test_a_waiting_request_cancelled_ends_at_once(smollm2_path: Path) -> None:
             busy.close()
         finally:
             scheduler.close()
+
+
+def test_each_step_lists_its_sequences_by_id(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a KV cache per sequence, llama.cpp puts only consecutive sequence ids in one ubatch: a step
+    listing them in join order (slot 1, then slot 0) would run as two graph computations, not one."""
+    from llamact.native.context import Context
+
+    orders: list[list[int]] = []
+    decode = Context.decode
+
+    def recording(self: Context, batch: Any) -> None:
+        s = batch.struct
+        orders.append([s.seq_id[i][0] for i in range(s.n_tokens)])
+        decode(self, batch)
+
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=2, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        try:
+            params = GenerationParams(greedy=True, max_tokens=8, logit_bias=no_end(engine))
+            first = engine.tokenize("The first story begins")
+            list(scheduler.generate(first, params))                 # slot 0 now holds this prompt
+            other = scheduler.generate("Something else entirely", params)   # slot 1: nothing cached
+            next(other)
+            monkeypatch.setattr(Context, "decode", recording)
+            again = scheduler.generate(first, params)               # joins later, into slot 0
+            list(again)
+            list(other)
+        finally:
+            scheduler.close()
+    both = [order for order in orders if len(set(order)) == 2]
+    assert both, orders
+    assert all(order == sorted(order) for order in both), both
