@@ -4,13 +4,14 @@ concurrent streaming clients: ``llamact serve --parallel N`` against upstream's 
 
     python scripts/bench/bench_server.py                         # SmolLM2, 1/4/8 clients, 64 tokens each
     python scripts/bench/bench_server.py --clients 1 8 --requests 2 --threads 2 --json out.json
-    python scripts/bench/bench_server.py --llama-cpp-python ~/.cache/llamact/venv-peer/bin/python
+    python scripts/bench/bench_server.py --llama-cpp-python none     # without the peer (its venv: below)
 
 Each client streams ``--requests`` chat completions one after the other (different questions, greedy,
 ``max_tokens`` tokens with the end-of-generation tokens banned so that every answer has the same
 length); all clients start together. Throughput = completion tokens (from the usage chunk) over the
 wall time of the whole round; TTFT = time from sending a request to its first content event. The
-servers run one at a time, with the same model, context, threads and slots. Ratios are llamact over
+servers run side by side (same model, context, threads and slots) and take turns: for each
+concurrency, ``--repeats`` rounds each, in rotating order, the median kept. Ratios are llamact over
 the other server in the same run. Numbers on a busy machine are noisy: run it on quiet cores.
 """
 
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", type=Path, help="GGUF file (default: the bundled SmolLM2)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
     p.add_argument("--requests", type=int, default=2, help="requests per client per round")
+    p.add_argument("--repeats", type=int, default=3, help="rounds per server and concurrency (the median is kept)")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--parallel", type=int, default=8)
     p.add_argument("--ctx-size", type=int, default=8192)
@@ -181,21 +183,32 @@ def main(argv: list[str] | None = None) -> int:
 
     model = args.model or smollm2_path()
     bias = banned_tokens(model)
-    table: dict[str, dict[int, dict[str, float]]] = {}
-    for name, command in servers(args, model).items():
-        port = free_port()
-        process = start(command(port), port, "/v1/models" if name == "llama-cpp-python" else "/health")
-        try:
+    ports: dict[str, int] = {}
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        # all servers up at once (an idle one waits, using no CPU); their rounds alternate, so drift in
+        # the machine's speed falls on each of them alike; each figure is the median of --repeats rounds
+        for name, command in servers(args, model).items():
+            port = free_port()
+            processes.append(start(command(port), port, "/v1/models" if name == "llama-cpp-python" else "/health"))
             stream_one(port, QUESTIONS[0], 4, bias)   # warm-up
-            table[name] = {}
-            for clients in args.clients:
-                table[name][clients] = round_of(port, clients, args.requests, args.max_tokens, bias)
-                r = table[name][clients]
-                print(f"{name:17} clients={clients:2}  {r['tok_per_s']:7.1f} tok/s  TTFT median "
-                      f"{r['ttft_ms_median']:7.0f} ms  ({r['tokens']} tokens in {r['wall_s']:.1f} s)", flush=True)
-        finally:
+            ports[name] = port
+        rounds: dict[str, dict[int, list[dict[str, float]]]] = {name: {c: [] for c in args.clients} for name in ports}
+        names = list(ports)
+        for clients in args.clients:
+            for rep in range(args.repeats):
+                for name in names[rep % len(names):] + names[:rep % len(names)]:
+                    rounds[name][clients].append(round_of(ports[name], clients, args.requests, args.max_tokens, bias))
+    finally:
+        for process in processes:
             process.terminate()
             process.wait(timeout=30)
+    table = {name: {c: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+                    for c, runs in per_clients.items()} for name, per_clients in rounds.items()}
+    for name, per_clients in table.items():
+        for clients, r in per_clients.items():
+            print(f"{name:17} clients={clients:2}  {r['tok_per_s']:7.1f} tok/s  "
+                  f"TTFT median {r['ttft_ms_median']:7.0f} ms  (median of {args.repeats} rounds of {clients * args.requests * args.max_tokens} tokens)")
     print()
     for other in (n for n in table if n != "llamact"):
         for clients in args.clients:
