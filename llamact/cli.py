@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("-c", "--ctx-size", type=int, help="context size in tokens (default 4096; 0 = model's)")
     serve.add_argument("-np", "--parallel", type=int,
                        help="requests decoded together, each in its own slot of ctx-size / N tokens (default 1)")
+    serve.add_argument("-cram", "--cache-ram", type=int,
+                       help="MiB of memory for the slots' saved prompt caches with --parallel "
+                            "(default 8192; 0 off, -1 no limit)")
     serve.add_argument("-b", "--batch-size", type=int, help="logical batch size (default 2048)")
     serve.add_argument("-ub", "--ubatch-size", type=int, help="physical batch size (default 512)")
     serve.add_argument("-t", "--threads", type=int, help="CPU threads (default: up to 4)")
@@ -93,7 +96,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
               file=sys.stderr)
         return 1
-    names = ("model", "alias", "host", "port", "ctx_size", "parallel", "batch_size", "ubatch_size", "threads",
+    names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
+             "threads",
              "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format")
     try:
         settings = load_settings({name: getattr(args, name) for name in names}, args.config)

@@ -18,7 +18,9 @@ share of the context) or when its stream is closed or interrupted; its slot is f
 leaves. A joining request takes the free slot whose cached tokens share the longest prefix with its
 prompt (when that prefix is at least a tenth of the prompt; else the least recently used slot, as
 llama-server's ``slot_prompt_similarity``), and only the rest of its prompt is evaluated (at least
-one token: its logits are needed). ``cache_prompt=False`` evaluates the whole prompt.
+one token: its logits are needed). ``cache_prompt=False`` evaluates the whole prompt. A slot about
+to lose most of its cache saves it in host memory first (``PromptStore``, llama-server's
+``--cache-ram``), and a request finds a saved prefix there when it reaches further than its slot's.
 
 The chunks each request receives are ``GenerationChunk`` values, as ``generate()`` makes them, so the
 request's ``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. A sequence has
@@ -47,6 +49,7 @@ from .generator import GenerationChunk, StopReason, Timings
 from .logprobs import LogprobReader
 from .params import GenerationParams
 from .prompt_cache import common_prefix
+from .prompt_store import PromptStore
 from .sampling import sampler_specs
 from .stops import StopMatcher
 
@@ -154,7 +157,7 @@ class SequenceStream:
 class BatchScheduler:
     """The slots of one engine (see the module docstring)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, *, cache_ram_mib: int = 8192) -> None:
         self.engine = engine
         self.context = engine.context
         self.n_slots = engine.params.n_seq_max
@@ -164,12 +167,16 @@ class BatchScheduler:
             raise LlamaContextException(f"n_batch ({n_batch}) must be at least the number of slots ({self.n_slots})",
                                         {"n_batch": n_batch, "n_seq_max": self.n_slots})
         self._vocab = engine.model.vocab
+        self.context.memory_clear()   # the slots' caches start empty: nothing the engine left may stay
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._slots = [_Slot(seq) for seq in range(self.n_slots)]
         self._order: list[_Slot] = []      # slots holding a request, in the order they joined
         self._closed = False
         self._step_listeners: list[Callable[[], None]] = []
+        # llama-server's --cache-ram: MiB of host memory for slots' saved caches (0: off, -1: no limit)
+        self.prompt_store = (PromptStore(self.context, cache_ram_mib << 20 if cache_ram_mib > 0 else 1 << 62)
+                             if cache_ram_mib != 0 else None)
         self._batch = Batch(self.context, n_batch, 1)
         self.n_steps = 0         # decodes with at least one generating sequence (k sequences count once)
         self.n_step_tokens = 0   # generated tokens decoded over those steps: n_step_tokens / n_steps is the mean
@@ -318,6 +325,14 @@ class BatchScheduler:
     def _join(self, request: _Request) -> None:
         """Give ``request`` a slot (called with the lock held): keep the cached prefix of its prompt."""
         slot, lcp = self._pick_slot(request.tokens)
+        store = self.prompt_store
+        if store is not None and request.params.cache_prompt:
+            if slot.cache and lcp < len(slot.cache) / 2:   # about to lose most of it: keep it in memory
+                store.save(slot.seq, slot.cache)
+            loaded = store.load(slot.seq, request.tokens, better_than=lcp)
+            if loaded is not None:
+                slot.cache = loaded
+                lcp = common_prefix(loaded, request.tokens)
         n_keep = min(lcp, len(request.tokens) - 1) if request.params.cache_prompt else 0
         if n_keep < len(slot.cache) and not self.context.memory_seq_rm(slot.seq, n_keep, -1):
             self.context.memory_seq_rm(slot.seq, -1, -1)    # this memory cannot drop a suffix: start over

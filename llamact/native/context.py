@@ -476,6 +476,25 @@ class Context(NativeHandle):
                 {"native_log": reasons},
             )
 
+    def seq_state_bytes(self, seq_id: int) -> bytes:
+        """One sequence's KV cache as bytes (for ``load_seq_state_bytes``, into any sequence)."""
+        with self.pinned() as ptr:
+            size = int(self._lib.llama_state_seq_get_size(ptr, seq_id))
+            buf = (ctypes.c_uint8 * size)()
+            written = int(self._lib.llama_state_seq_get_data(ptr, buf, size, seq_id))
+        return bytes(buf[:written])
+
+    def load_seq_state_bytes(self, data: bytes, seq_id: int) -> None:
+        """Replace sequence ``seq_id``'s KV cache with ``seq_state_bytes``' output. On failure the
+        sequence is cleared and LlamaStateException raised."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        with self.pinned() as ptr:
+            read = int(self._lib.llama_state_seq_set_data(ptr, buf, len(data), seq_id))
+        if read == 0:
+            self.memory_seq_rm(seq_id, -1, -1)
+            raise LlamaStateException("the saved sequence does not fit this context (no room, or another model)",
+                                      {"seq_id": seq_id, "size": len(data)})
+
     def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
         """Write the whole context state (every sequence's KV cache, the last logits) to ``path``,
         with ``tokens`` (what the cache holds) for :meth:`load_state` to give back."""

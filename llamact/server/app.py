@@ -98,7 +98,7 @@ class ServerState:
             )
             if self.settings.parallel > 1:
                 # the scheduler's thread makes the chunks of every slot and hands them to the event loop
-                self.scheduler = BatchScheduler(engine)
+                self.scheduler = BatchScheduler(engine, cache_ram_mib=self.settings.cache_ram)
                 self.worker = SlotRunner(self.scheduler)
             else:
                 self.worker = EngineWorker(engine, abort=engine.cancel)

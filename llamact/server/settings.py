@@ -25,6 +25,7 @@ class ServerSettings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535)
     ctx_size: int = Field(4096, ge=0)
     parallel: int = Field(1, ge=1, le=256)    # slots: requests decoded together (the context is split)
+    cache_ram: int = Field(8192, ge=-1)      # MiB for slots' saved prompt caches (0: off, -1: no limit)
     batch_size: int = Field(2048, ge=1)
     ubatch_size: int = Field(512, ge=1)
     threads: int | None = Field(None, ge=1)

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, per_clients in table.items():
         for clients, r in per_clients.items():
             print(f"{name:17} clients={clients:2}  {r['tok_per_s']:7.1f} tok/s  "
-                  f"TTFT median {r['ttft_ms_median']:7.0f} ms  (median of {args.repeats} rounds of {clients * args.requests * args.max_tokens} tokens)")
+                  f"TTFT median {r['ttft_ms_median']:7.0f} ms  (median of {args.repeats} rounds of "
+                  f"{clients * args.requests * args.max_tokens} tokens)")
     print()
     for other in (n for n in table if n != "llamact"):
         for clients in args.clients:

@@ -137,3 +137,37 @@ def test_each_step_lists_its_sequences_by_id(smollm2_path: Path, monkeypatch: py
     both = [order for order in orders if len(set(order)) == 2]
     assert both, orders
     assert all(order == sorted(order) for order in both), both
+
+
+@pytest.mark.parametrize("cache_ram_mib", [64, 0], ids=["store", "no-store"])
+def test_a_slot_taken_by_another_prompt_finds_its_cache_again(smollm2_path: Path, cache_ram_mib: int) -> None:
+    """One slot: A, then B (which takes A's slot and keeps little of it), then A again: A's cache comes back
+    from host memory (llama-server's --cache-ram) and only its last token is evaluated; without the
+    store, A is evaluated again from where B parted from it."""
+    params = GenerationParams(greedy=True, max_tokens=6)
+    a = [{"role": "user", "content": "Tell me about the history of the printing press in Europe, from "
+                                     "Gutenberg's workshop in Mainz to the spread of print shops in "
+                                     "Venice, Paris and London, and what it changed for books."}]
+    b = [{"role": "user", "content": "Hi"}]
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_seq_max=1, n_threads=2)) as engine:
+        # the reference: A twice in a row (the second run: A's cache as its first run made it, plus one token)
+        scheduler = BatchScheduler(engine, cache_ram_mib=0)
+        try:
+            scheduler.create(a, params=params).completion()
+            reference = scheduler.create(a, params=params).completion()
+        finally:
+            scheduler.close()
+        scheduler = BatchScheduler(engine, cache_ram_mib=cache_ram_mib)
+        try:
+            scheduler.create(a, params=params).completion()
+            scheduler.create(b, params=params).completion()
+            again = scheduler.create(a, params=params).completion()
+        finally:
+            scheduler.close()
+    n_prompt = again.usage.prompt_tokens
+    assert reference.usage.cached_tokens == n_prompt - 1
+    if cache_ram_mib:
+        assert again.usage.cached_tokens == n_prompt - 1
+        assert again.content == reference.content     # the restored cache is the one A's first run made
+    else:
+        assert again.usage.cached_tokens < n_prompt // 2   # the template's opening only

@@ -1,0 +1,83 @@
+"""Saved KV caches of sequences in host memory, found again by their tokens: llama-server's
+``--cache-ram`` prompt cache, for the batched slots.
+
+    store = PromptStore(context, limit_bytes)
+    store.save(seq, tokens)                  # before a slot's cache is overwritten
+    tokens = store.load(seq, prompt, better_than=n)   # a saved prefix longer than n restored into seq
+
+A slot about to lose most of what it holds (another request takes it) saves it first; a request
+whose prompt starts with a saved sequence's tokens (further than its slot's own cache reaches) gets
+that state copied into its slot, and only the rest of the prompt is evaluated. So a client coming
+back to a conversation finds it again even after its slot served others. Entries beyond the limit
+go oldest first; an entry that another entry extends is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import LlamaStateException
+from ..native.context import Context
+from .prompt_cache import common_prefix
+
+__all__ = ["PromptStore"]
+
+
+@dataclass
+class _Entry:
+    tokens: tuple[int, ...]
+    data: bytes
+
+
+class PromptStore:
+    """See the module docstring. Used by one thread (the scheduler's)."""
+
+    def __init__(self, context: Context, limit_bytes: int) -> None:
+        self._context = context
+        self.limit_bytes = limit_bytes
+        self._entries: list[_Entry] = []   # oldest first
+        self.n_saved = 0
+        self.n_loaded = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(e.data) for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def save(self, seq: int, tokens: Sequence[int]) -> None:
+        """Keep what sequence ``seq`` holds (``tokens``, position by position)."""
+        key = tuple(tokens)
+        if not key or any(e.tokens[:len(key)] == key for e in self._entries):
+            return   # nothing, or already covered by an entry
+        data = self._context.seq_state_bytes(seq)
+        if not data or len(data) > self.limit_bytes:
+            return
+        self._entries = [e for e in self._entries if key[:len(e.tokens)] != e.tokens]
+        self._entries.append(_Entry(key, data))
+        while self.size_bytes > self.limit_bytes:
+            self._entries.pop(0)
+        self.n_saved += 1
+
+    def load(self, seq: int, prompt: Sequence[int], better_than: int) -> list[int] | None:
+        """Restore into ``seq`` the entry sharing the longest prefix with ``prompt``, when that prefix
+        is longer than ``better_than``; returns the tokens ``seq`` then holds (None: nothing loaded,
+        ``seq`` unchanged)."""
+        best, best_lcp = None, better_than
+        for entry in self._entries:
+            lcp = common_prefix(entry.tokens, prompt)
+            if lcp > best_lcp:
+                best, best_lcp = entry, lcp
+        if best is None:
+            return None
+        try:
+            self._context.load_seq_state_bytes(best.data, seq)
+        except LlamaStateException:
+            self._entries.remove(best)
+            return []    # the sequence was cleared
+        self._entries.remove(best)     # most recently used: to the end
+        self._entries.append(best)
+        self.n_loaded += 1
+        return list(best.tokens)
