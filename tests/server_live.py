@@ -21,6 +21,7 @@ Json = Any
 API_KEY = "test-key"                                       # the main test server's key
 HERMES = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"   # SmolLM2 calls tools through it (greedy)
 DEEPSEEK_R1 = "llama-cpp-deepseek-r1"                      # its generation prompt opens a thought
+QWQ = "Qwen-QwQ-32B"                                       # so does this one's, in tokens a budget sees
 
 
 def _die_with_parent() -> None:

@@ -202,7 +202,8 @@ class BatchScheduler:
                response_format: Any = None, chat_template_kwargs: Any = None, reasoning_effort: str | None = None,
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
-               thinking_budget_tokens: int | None = None, upstream_compat: bool = False) -> ChatStream:
+               thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
+               reasoning_budget_message: str = "") -> ChatStream:
         """``LlamaEngine.create()`` on a slot: the same arguments and the same stream."""
         params = params or GenerationParams()
         engine = self.engine
@@ -213,7 +214,8 @@ class BatchScheduler:
             continue_final_message=continue_final_message, custom_template=custom_template,
             template_now=template_now, upstream_compat=upstream_compat)
         self._check_prompt(tokens)
-        sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens)
+        sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens,
+                                       reasoning_budget_message=reasoning_budget_message)
         request = self._submit(_Request(tokens, sampling.sampler, sampling.stops, params))
         return ChatStream(SequenceStream(self, request), result, parser, len(tokens), model=engine.model.path.name)
 

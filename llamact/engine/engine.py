@@ -459,7 +459,8 @@ class LlamaEngine:
                continue_final_message: Any = False, custom_template: str | None = None,
                template_now: float | None = None, params: GenerationParams | None = None,
                thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
-               logprobs: bool | None = None, top_logprobs: int | None = None) -> ChatStream:
+               logprobs: bool | None = None, top_logprobs: int | None = None,
+               reasoning_budget_message: str = "") -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
@@ -469,7 +470,8 @@ class LlamaEngine:
         Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
         with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
         template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
-        thought with the template's end tag. ``logprobs`` / ``top_logprobs`` (OpenAI's; they override
+        thought with the template's end tag (after ``reasoning_budget_message``, when given, as
+        llama-server's field of that name). ``logprobs`` / ``top_logprobs`` (OpenAI's; they override
         ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
         """
         params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
@@ -479,7 +481,8 @@ class LlamaEngine:
             chat_template_kwargs=chat_template_kwargs, reasoning_effort=reasoning_effort,
             continue_final_message=continue_final_message, custom_template=custom_template,
             template_now=template_now, upstream_compat=upstream_compat)
-        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens)
+        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens,
+                                       reasoning_budget_message=reasoning_budget_message)
         generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
         return ChatStream(generation, result, parser, len(tokens), generation.n_cached, model=self.model.path.name)
 

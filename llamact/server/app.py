@@ -45,6 +45,8 @@ PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
+# create() keywords that are not chat_template()'s (/apply-template and /template-details render only)
+_GENERATION_ONLY = ("params", "thinking_budget_tokens", "reasoning_budget_message", "upstream_compat")
 DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
 
 
@@ -379,8 +381,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
     async def apply_template(request: Request) -> Response:
         try:
             req = chat_request(await _json_body(request), state.defaults)
-            kwargs = {k: v for k, v in req.create_kwargs.items()
-                      if k not in ("params", "thinking_budget_tokens", "upstream_compat")}
+            kwargs = {k: v for k, v in req.create_kwargs.items() if k not in _GENERATION_ONLY}
             result = engine().chat_template(**kwargs)
         except LlamaException as exc:
             return exception_response(exc)
@@ -392,8 +393,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         stops (the page's prompt panel)."""
         try:
             req = chat_request(await _json_body(request), state.defaults)
-            kwargs = {k: v for k, v in req.create_kwargs.items()
-                      if k not in ("params", "thinking_budget_tokens", "upstream_compat")}
+            kwargs = {k: v for k, v in req.create_kwargs.items() if k not in _GENERATION_ONLY}
             result = engine().chat_template(**kwargs)
         except LlamaException as exc:
             return exception_response(exc)

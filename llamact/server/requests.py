@@ -219,6 +219,7 @@ def chat_request(body: Json, defaults: RequestDefaults) -> ChatRequest:
         "continue_final_message": body.get("continue_final_message", False),
         "params": params,
         "thinking_budget_tokens": budget,
+        "reasoning_budget_message": _string(body, "reasoning_budget_message"),
         "upstream_compat": True,
     }
     return ChatRequest(stream, _include_usage(body), kwargs)
@@ -256,3 +257,9 @@ def _with_logprobs(body: Json, params: GenerationParams, tools_and_stream: bool)
     if body.get("top_logprobs") is not None:
         raise RequestError("top_logprobs requires logprobs to be set to true")
     return params
+
+
+def _string(body: Json, name: str) -> str:
+    """json_value(body, name, ""): a string field, "" when absent or not a string."""
+    value = body.get(name)
+    return value if isinstance(value, str) else ""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from server_live import API_KEY, DEEPSEEK_R1, HERMES, LiveServer, openai_client
+from server_live import API_KEY, DEEPSEEK_R1, HERMES, QWQ, LiveServer, openai_client
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +47,13 @@ def fresh_hermes_server(smollm2_path: Path, template_file: Callable[[str], Path]
     prompt cache reuses what earlier requests left in the KV cache, and a prompt evaluated in other
     batches can tip a near-tie greedy token (a tool call or not) the other way."""
     with _serve(smollm2_path, "--chat-template-file", str(template_file(HERMES))) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def qwq_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> Iterator[LiveServer]:
+    """QwQ's template: its generation prompt opens a thought whose tag SmolLM2 tokenizes as it does alone."""
+    with _serve(smollm2_path, "--chat-template-file", str(template_file(QWQ))) as live:
         yield live
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_live import HERMES, LiveServer, sse_events
+from server_live import HERMES, QWQ, LiveServer, sse_events
 
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 from llamact.parity.server_cases import JSON_PERSON, ONE_TOOL, PERSON_SCHEMA, WEATHER_CALLS
@@ -49,7 +49,8 @@ def events(host_port: tuple[str, int], body: Json, headers: dict[str, str] | Non
 @pytest.fixture(scope="module")
 def upstream(smollm2_path: Path, template_file: Any) -> Iterator[dict[str, LlamaServer]]:
     servers = {"own": LlamaServer(ServerConfig(smollm2_path), find_llama_server()),
-               "hermes": LlamaServer(ServerConfig(smollm2_path, template_file(HERMES)), find_llama_server())}
+               "hermes": LlamaServer(ServerConfig(smollm2_path, template_file(HERMES)), find_llama_server()),
+               "qwq": LlamaServer(ServerConfig(smollm2_path, template_file(QWQ)), find_llama_server())}
     try:
         for s in servers.values():
             s.start()
@@ -137,3 +138,27 @@ def test_logprobs_equal_llama_server(stream: bool, upstream: dict[str, LlamaServ
         assert (got_status, status) == (200, 200) and len(expected["choices"][0]["logprobs"]["content"]) >= 4
         expected, got = normalized(expected), normalized(got)
     assert_equal_but_logprob_values(got, expected)
+
+
+def test_a_thinking_budget_ends_the_thought_with_its_message(upstream: dict[str, LlamaServer],
+                                                             qwq_server: LiveServer) -> None:
+    """QwQ's generation prompt opens a thought; after two tokens of it the budget forces
+    ``reasoning_budget_message`` and the end tag, as llama-server does."""
+    body = {"messages": HELLO, "max_tokens": 16, "thinking_budget_tokens": 2, "reasoning_budget_message": " Enough."}
+    expected = events((HOST, upstream["qwq"].port), body)
+    got = events((HOST, qwq_server.port), body, qwq_server.headers())
+    thought = "".join(e["choices"][0]["delta"].get("reasoning_content", "")
+                      for e in expected if isinstance(e, dict) and e.get("choices"))
+    assert "Enough." in thought, thought
+    assert got == expected
+
+
+def test_apply_template_equals_llama_server(upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    body = {"messages": HELLO + [{"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Again."}],
+            "reasoning_budget_message": "ignored here", "thinking_budget_tokens": 3}
+    status, expected = _post_json(upstream["own"].port, "/apply-template", body)
+    got_status, got = _post_json(server.port, "/apply-template", body, server.headers())
+    assert (got_status, got) == (status, expected) == (200, expected)
+    assert "Again." in expected["prompt"]
+    status, details = _post_json(server.port, "/template-details", body, server.headers())
+    assert status == 200 and details["prompt"] == expected["prompt"]
