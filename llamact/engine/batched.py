@@ -390,17 +390,20 @@ class BatchScheduler:
                 room -= n
         generating: list[tuple[int, _Slot]] = []       # (batch index of its logits, slot)
         prompting: list[tuple[_Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
+        n_tokens = 0   # the batch's size so far: the next token's index
         for slot in sorted(active, key=lambda s: s.seq):
             request = slot.request
             assert request is not None
             if not request.prompting:
-                generating.append((batch.n_tokens, slot))
+                generating.append((n_tokens, slot))
                 batch.add(request.last, request.n_past, (slot.seq,), logits=True)
+                n_tokens += 1
             elif slot.seq in take:
                 chunk = request.tokens[request.n_past:request.n_past + take[slot.seq]]
                 ends = request.n_past + len(chunk) == len(request.tokens)
                 index = batch.extend(chunk, request.n_past, slot.seq, logits_last=ends)
                 prompting.append((slot, len(chunk), index if ends else -1))
+                n_tokens = index + 1
         if not generating and not prompting:
             return
         try:

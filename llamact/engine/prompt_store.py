@@ -37,12 +37,9 @@ class PromptStore:
         self._context = context
         self.limit_bytes = limit_bytes
         self._entries: list[_Entry] = []   # oldest first
+        self.size_bytes = 0                # of the entries' data
         self.n_saved = 0
         self.n_loaded = 0
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(e.data) for e in self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -55,10 +52,12 @@ class PromptStore:
         data = self._context.seq_state_bytes(seq)
         if not data or len(data) > self.limit_bytes:
             return
-        self._entries = [e for e in self._entries if key[:len(e.tokens)] != e.tokens]
+        for covered in [e for e in self._entries if key[:len(e.tokens)] == e.tokens]:
+            self._drop(covered)
         self._entries.append(_Entry(key, data))
+        self.size_bytes += len(data)
         while self.size_bytes > self.limit_bytes:
-            self._entries.pop(0)
+            self._drop(self._entries[0])
         self.n_saved += 1
 
     def load(self, seq: int, prompt: Sequence[int], better_than: int) -> list[int] | None:
@@ -75,9 +74,13 @@ class PromptStore:
         try:
             self._context.load_seq_state_bytes(best.data, seq)
         except LlamaStateException:
-            self._entries.remove(best)
+            self._drop(best)
             return []    # the sequence was cleared
         self._entries.remove(best)     # most recently used: to the end
         self._entries.append(best)
         self.n_loaded += 1
         return list(best.tokens)
+
+    def _drop(self, entry: _Entry) -> None:
+        self._entries.remove(entry)
+        self.size_bytes -= len(entry.data)
