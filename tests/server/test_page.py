@@ -39,7 +39,10 @@ def browser() -> Iterator[Any]:
 
 def ask(browser: Any, live: LiveServer, text: str, *, key: str = "", tools: Any = None, history: Any = None,
         max_tokens: int = 16) -> Any:
+    """Send ``text`` from the page, greedy (the server's default temperature samples at random), and
+    return the answer's element once its stream ended."""
     browser.get(live.base_url + "/")
+    browser.find_element(By.ID, "temperature").send_keys("0")
     if history is not None:
         browser.find_element(By.ID, "history").send_keys(json.dumps(history))
     if key:
