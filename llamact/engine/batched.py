@@ -46,7 +46,7 @@ from .chat_completion import ChatStream
 from .chat_sampling import chat_sampler_config
 from .detokenizer import Utf8Stream
 from .generator import GenerationChunk, StopReason, Timings
-from .logprobs import LogprobReader
+from .logprobs import LogprobReader, TokenLogprob
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
@@ -447,19 +447,21 @@ class BatchScheduler:
         assert request is not None and request.stops is not None
         sampler = request.sampler
         special = request.params.render_special or sampler.renders_as_text(token)
-        if self._vocab.is_eog(token):
-            end_text = self._vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b""
-            text, stopped = request.stops.feed(request.utf8.feed(end_text)) if end_text else ("", False)
-            self._finish(slot, StopReason.STOP_STRING if stopped else StopReason.EOG, end_token=token, end_text=text)
-            return
-        request.n_generated += 1
-        request.last = token
-        text, stopped = request.stops.feed(request.utf8.feed(self._vocab.token_to_piece(token, special=special)))
         entry = None
         if request.logprobs is not None:
             with self.context.borrow_logits(index) as row:   # the row it was sampled from
                 entry = request.logprobs.read(row, token)
-        self._emit(request, GenerationChunk(text, token, logprob=entry))
+        if self._vocab.is_eog(token):
+            end_text = self._vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b""
+            text, stopped = request.stops.feed(request.utf8.feed(end_text)) if end_text else ("", False)
+            self._finish(slot, StopReason.STOP_STRING if stopped else StopReason.EOG, end_token=token, end_text=text,
+                         end_entry=entry)
+            return
+        request.n_generated += 1
+        request.last = token
+        text, stopped = request.stops.feed(request.utf8.feed(self._vocab.token_to_piece(token, special=special)))
+        self._emit(request, GenerationChunk(text, token, logprob=entry,
+                                            incomplete=not text and request.utf8.pending_bytes > 0))
         if stopped:
             self._finish(slot, StopReason.STOP_STRING)
         elif request.n_generated >= request.limit:
@@ -467,7 +469,8 @@ class BatchScheduler:
         elif request.n_past + 1 >= self.n_ctx_seq:
             self._finish(slot, StopReason.CONTEXT_FULL)
 
-    def _finish(self, slot: _Slot, reason: StopReason, *, end_token: int | None = None, end_text: str = "") -> None:
+    def _finish(self, slot: _Slot, reason: StopReason, *, end_token: int | None = None, end_text: str = "",
+                end_entry: TokenLogprob | None = None) -> None:
         request = slot.request
         assert request is not None and request.stops is not None
         stops = request.stops
@@ -479,6 +482,6 @@ class BatchScheduler:
                           request.n_cached)
         self._emit(request, GenerationChunk(tail, None, reason, timings,
                                         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
-                                        end_token=end_token))
+                                        end_token=end_token, logprob=end_entry))
         with self._cond:
             self._release(slot)

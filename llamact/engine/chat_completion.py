@@ -59,6 +59,7 @@ class ChatStream:
         self.timings: ChatTimings | None = None
         self.tokens: list[int] = []   # the generated token ids so far (llama-server's ``return_tokens``)
         self.logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
+        self.stop_string: str | None = None   # the stop string that ended the reply, once it has ended
         self._started = False
         self.ended = False      # the final chunk was made: the reply is complete
         self._chunks: Generator[ChatChunk, None, None] = self._run()
@@ -154,6 +155,7 @@ class ChatStream:
             return out
         if piece.timings is None:
             return out
+        self.stop_string = piece.stop_string
         if piece.end_token is not None:
             self.tokens.append(piece.end_token)
         if piece.text:

@@ -283,8 +283,8 @@ class LlamaEngine:
             pieces.append(chunk.text)
             if chunk.token is not None:
                 out_tokens.append(chunk.token)
-            if chunk.logprob is not None:
-                entries.append(chunk.logprob)
+                if chunk.logprob is not None:   # one per generated token (not the end token's)
+                    entries.append(chunk.logprob)
             last = chunk
         if last is None or last.stop_reason is None or last.timings is None:
             raise LlamaInferenceException("generation ended without a final chunk")

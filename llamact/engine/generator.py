@@ -79,8 +79,12 @@ class GenerationChunk(NamedTuple):
     # the end-of-generation token the model sampled (final chunk only): not part of the text or of
     # ``Timings.n_generated``, but llama-server lists and counts it (``return_tokens``, usage)
     end_token: int | None = None
-    # with ``GenerationParams.logprobs``: the token's logprob and its top alternatives
+    # with ``GenerationParams.logprobs``: the token's logprob and its top alternatives (on the final
+    # chunk: the end-of-generation token's, when one ended it)
     logprob: TokenLogprob | None = None
+    # the token ended inside a UTF-8 character: its text waits for the rest (llama-server sends no
+    # event for such a token; held-back text of a possible stop string is not this)
+    incomplete: bool = False
 
     @property
     def finish_reason(self) -> str | None:
@@ -187,6 +191,7 @@ def _token_loop(
     n_generated = 0
     limit = max_tokens if max_tokens >= 0 else n_ctx
     end_text = ""  # an end token's own text, when it is rendered (a preserved token; render_special)
+    end_entry: TokenLogprob | None = None   # the end token's logprob entry (llama-server lists it)
 
     try:
         if limit == 0 and reason is None:
@@ -195,9 +200,13 @@ def _token_loop(
             token = step()
             if token < 0:
                 reason = _STOPS[token]
-                if token == STEP_EOG and stepper.piece:
-                    end_text, stopped = feed_stops(feed_utf8(stepper.piece))
-                    reason = StopReason.STOP_STRING if stopped else reason
+                if token == STEP_EOG:
+                    if stepper.piece:
+                        end_text, stopped = feed_stops(feed_utf8(stepper.piece))
+                        reason = StopReason.STOP_STRING if stopped else reason
+                    if reader is not None and stepper.end_token is not None:
+                        with stepper.context.borrow_logits() as row:
+                            end_entry = reader.read(row, stepper.end_token)
                 break
             if n_generated:  # each step after the first decoded the previous token
                 n_past += 1
@@ -206,11 +215,11 @@ def _token_loop(
             if history is not None:
                 history.append(token)
             if reader is None:
-                yield GenerationChunk(text, token)
+                yield GenerationChunk(text, token, incomplete=not text and utf8.pending_bytes > 0)
             else:
                 with stepper.context.borrow_logits() as row:
                     entry = reader.read(row, token)
-                yield GenerationChunk(text, token, logprob=entry)
+                yield GenerationChunk(text, token, logprob=entry, incomplete=not text and utf8.pending_bytes > 0)
             if stopped:
                 reason = StopReason.STOP_STRING
             elif n_generated >= limit:
@@ -224,7 +233,7 @@ def _token_loop(
         tail, None, reason,
         Timings(len(prompt_tokens), n_generated, prompt_ms, (time.perf_counter() - t1) * 1000, n_cached),
         stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
-        end_token=stepper.end_token,
+        end_token=stepper.end_token, logprob=end_entry,
     )
 
 

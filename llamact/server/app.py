@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from importlib import resources
 from typing import Any
 
@@ -68,6 +69,15 @@ def exception_response(exc: BaseException) -> JSONResponse:
         return error_response(str(exc), "invalid_request_error", 400)
     log.exception("request failed", exc_info=exc)
     return error_response(f"{type(exc).__name__}: {exc}", "server_error", 500)
+
+
+def _released_entry(chunk: Any) -> Json:
+    """A raw completion's logprobs entry as llama-server writes it: the sampled token's ``token`` and
+    ``bytes`` are the text its event released (a whole character for a token that completed one, ""
+    while a stop string may be starting), its alternatives their own pieces."""
+    entry = chunk.logprob.to_openai()
+    entry["token"], entry["bytes"] = chunk.text, list(chunk.text.encode("utf-8"))
+    return entry
 
 
 def sse(data: Json) -> bytes:
@@ -219,6 +229,11 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         assert state.worker is not None
         return state.worker
 
+    def _stop_tokens(stop: str) -> list[int]:
+        """The stop string's tokens: llama-server leaves that many entries out of the logprobs of a
+        reply it stopped (not streamed), whatever tokens the model actually used."""
+        return engine().tokenize(stop, add_special=False, parse_special=False)
+
     @app.get("/health")
     @app.get("/v1/health")
     async def health() -> Response:
@@ -262,6 +277,9 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             stream = streams[0]
             state.metrics.record(completion.timings.prompt_n, completion.timings.prompt_ms,
                                  completion.timings.predicted_n, completion.timings.predicted_ms)
+            if completion.logprobs and stream.stop_string is not None:
+                kept = max(0, len(completion.logprobs) - len(_stop_tokens(stream.stop_string)))
+                completion = replace(completion, logprobs=completion.logprobs[:kept])
             return JSONResponse(completion.to_openai(stream.id, state.model_name, stream.created))
 
         items = aiter(job)
@@ -316,8 +334,9 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         base = {"created": created, "model": state.model_name, "system_fingerprint": fingerprint,
                 "object": "text_completion", "id": cid}
 
-        def choice(text: str, finish: str | None) -> Json:
-            return {"choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}], **base}
+        def choice(text: str, finish: str | None, entries: list[Any] | None = None) -> Json:
+            logprobs = {"content": entries} if entries else None
+            return {"choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}], **base}
 
         def usage(last: Any) -> Json:
             t = last.timings
@@ -333,8 +352,11 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
                 await _drain(job, request, chunks.append)
             except BaseException as exc:
                 return exception_response(exc)
-            pieces, last = [c.text for c in chunks], chunks[-1]
-            body = choice("".join(pieces), last.finish_reason)
+            last = chunks[-1]
+            entries = [_released_entry(c) for c in chunks if c.logprob is not None and not c.incomplete]
+            if last.stop_string is not None:
+                entries = entries[:len(entries) - len(_stop_tokens(last.stop_string))]
+            body = choice("".join(c.text for c in chunks), last.finish_reason, entries)
             body["usage"] = usage(last)
             return JSONResponse(body)
 
@@ -345,21 +367,23 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             return exception_response(exc)
 
         async def events() -> AsyncIterator[bytes]:
+            # llama-server's events: one per token (its text may be "" while a stop string may be
+            # starting; none for a token that ends inside a UTF-8 character), one for the end token,
+            # then the finish reason with the usage
             finished = False
             try:
                 chunk = first
                 while has_first:
+                    entry = [_released_entry(chunk)] if chunk.logprob is not None else None
                     if chunk.stop_reason is not None:
-                        if chunk.text:
-                            yield sse(choice(chunk.text, None))
+                        if chunk.end_token is not None or chunk.text:
+                            yield sse(choice(chunk.text, None, entry if chunk.end_token is not None else None))
                         final = choice("", chunk.finish_reason)
-                        u = usage(chunk)
-                        if req.include_usage:
-                            final["usage"] = u
+                        final["usage"] = usage(chunk)
                         yield sse(final)
                         break
-                    if chunk.text:
-                        yield sse(choice(chunk.text, None))
+                    if not chunk.incomplete:
+                        yield sse(choice(chunk.text, None, entry))
                     try:
                         chunk = await items.__anext__()
                     except StopAsyncIteration:

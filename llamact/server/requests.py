@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..engine import GenerationParams
-from ..engine.logprobs import check_top_logprobs
+from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
 from ..errors import LlamaException
+from ..grammar.builder import json_schema_to_grammar
 
 Json = Any
 
@@ -66,8 +67,7 @@ class ChatRequest:
 
 @dataclass
 class CompletionRequest:
-    stream: bool
-    include_usage: bool
+    stream: bool   # the usage rides on the last event whatever stream_options says (llama-server's to_json_oaicompat)
     prompt: str | list[int]
     params: GenerationParams
 
@@ -144,6 +144,12 @@ def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams
             raise RequestError("'cache_prompt' must be a boolean")
         values["cache_prompt"] = body["cache_prompt"]
     values["stop"] = _stop(body)
+    if body.get("n_probs") is not None:   # llama-server's own field: each token's top n_probs alternatives
+        n_probs = _number(body, "n_probs", int)
+        if n_probs > MAX_TOP_LOGPROBS:
+            raise RequestError(f"'n_probs' above {MAX_TOP_LOGPROBS} is not supported")
+        if n_probs > 0:
+            values["logprobs"], values["top_logprobs"] = True, n_probs
     n = body.get("n", 1)
     if n != 1:
         raise RequestError("Only one completion choice is allowed")
@@ -238,7 +244,24 @@ def completion_request(body: Json, defaults: RequestDefaults) -> CompletionReque
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError("'stream' must be a boolean")
-    return CompletionRequest(stream, _include_usage(body), prompt, generation_params(body, defaults))
+    return CompletionRequest(stream, prompt, replace(generation_params(body, defaults), grammar=_raw_grammar(body)))
+
+
+def _raw_grammar(body: Json) -> str | None:
+    """A raw completion's constraint as llama-server reads it: ``json_schema`` (converted; an empty
+    object means any object) unless ``grammar`` is given, else the ``grammar`` string."""
+    if "json_schema" in body and "grammar" not in body:
+        schema = body["json_schema"]
+        if isinstance(schema, dict) and not schema:
+            schema = {"type": "object"}
+        try:
+            return json_schema_to_grammar(schema)
+        except LlamaException as exc:
+            raise RequestError(f'"json_schema": {exc}') from None
+    grammar = body.get("grammar")
+    if grammar is not None and not isinstance(grammar, str):
+        raise RequestError("'grammar' must be a string")
+    return grammar or None
 
 
 def _with_logprobs(body: Json, params: GenerationParams, tools_and_stream: bool) -> GenerationParams:

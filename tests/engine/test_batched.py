@@ -171,3 +171,23 @@ def test_a_slot_taken_by_another_prompt_finds_its_cache_again(smollm2_path: Path
         assert again.content == reference.content     # the restored cache is the one A's first run made
     else:
         assert again.usage.cached_tokens < n_prompt // 2   # the template's opening only
+
+
+def test_a_slot_gives_the_same_chunks_as_the_engine(smollm2_path: Path) -> None:
+    """A raw generation on a slot: the same texts, the end token's logprob entry on the final chunk,
+    and the tokens that end inside a character marked, as ``LlamaEngine.generate`` gives them."""
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_seq_max=2, n_threads=2)) as engine:
+        cases = [("<|im_start|>user\nSay only the word yes.<|im_end|>\n<|im_start|>assistant\n",
+                  GenerationParams(greedy=True, max_tokens=30, logprobs=True, top_logprobs=1)),
+                 ("Write a symbol:", GenerationParams(greedy=True, max_tokens=8, grammar='root ::= "\U0001d538 ok"'))]
+        alone = [[(c.text, c.token, c.incomplete, c.logprob.id if c.logprob else None, c.end_token)
+                  for c in engine.generate(prompt, params)] for prompt, params in cases]
+        scheduler = BatchScheduler(engine)
+        try:
+            on_slot = [[(c.text, c.token, c.incomplete, c.logprob.id if c.logprob else None, c.end_token)
+                        for c in scheduler.generate(prompt, params)] for prompt, params in cases]
+        finally:
+            scheduler.close()
+    assert on_slot == alone
+    assert alone[0][-1][3] == alone[0][-1][4] is not None     # the end token's entry
+    assert any(incomplete for _, _, incomplete, _, _ in alone[1])

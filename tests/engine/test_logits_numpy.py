@@ -62,6 +62,31 @@ def test_create_returns_openai_logprobs(engine):
     assert len(content[0]["top_logprobs"]) == 2
 
 
+SAY_YES = "<|im_start|>user\nSay only the word yes.<|im_end|>\n<|im_start|>assistant\n"   # ends on its end token
+
+
+def test_the_end_token_has_its_entry_on_the_final_chunk(engine):
+    """llama-server lists the end token's logprob; ``complete()`` keeps one entry per generated token."""
+    chunks = list(engine.generate(SAY_YES, GenerationParams(greedy=True, max_tokens=30, logprobs=True,
+                                                            top_logprobs=1)))
+    final = chunks[-1]
+    assert final.finish_reason == "stop" and final.end_token is not None
+    assert final.logprob is not None and final.logprob.id == final.end_token
+    assert all(c.logprob is not None for c in chunks)
+    result = engine.complete(SAY_YES, GenerationParams(greedy=True, max_tokens=30), logprobs=True)
+    assert [e.id for e in result.logprobs] == result.tokens
+
+
+def test_a_token_ending_inside_a_character_is_marked_incomplete(engine):
+    """SmolLM2 spells U+1D538 in byte tokens: those before its last byte have no text and say so."""
+    params = GenerationParams(greedy=True, max_tokens=8, grammar='root ::= "\U0001d538 ok"')
+    chunks = list(engine.generate("Write a symbol:", params))
+    split = [c for c in chunks if c.incomplete]
+    assert split and all(c.text == "" and c.token is not None for c in split)
+    assert "".join(c.text for c in chunks) == "\U0001d538 ok"
+    assert not any(c.incomplete for c in chunks if c.text)
+
+
 def test_processor_changes_sampling_in_place(engine):
     plain = engine.complete("The capital of France is", GREEDY)
     banned = plain.tokens[0]

@@ -73,9 +73,22 @@ def test_streamed_events_equal_llama_server(name: str, upstream: dict[str, Llama
     assert got == expected
 
 
+RAINBOW = "The colors of the rainbow are"
+SAY_YES = "<|im_start|>user\nSay only the word yes.<|im_end|>\n<|im_start|>assistant\n"   # ends on its end token
 RAW_REQUESTS: dict[str, Json] = {
     "raw_plain": {"prompt": "Once upon a time", "max_tokens": 12},
-    "raw_stop": {"prompt": "The colors of the rainbow are", "max_tokens": 24, "stop": [","]},
+    "raw_stop": {"prompt": RAINBOW, "max_tokens": 24, "stop": [","]},
+    # the end token has an event of its own (and an entry); the usage rides on the last event
+    "raw_end_token_n_probs": {"prompt": SAY_YES, "max_tokens": 30, "n_probs": 2},
+    # not streamed, the stop string's token count of entries is left out
+    "raw_stop_n_probs": {"prompt": RAINBOW, "max_tokens": 24, "stop": [" light"], "n_probs": 2},
+    # a grammar forcing characters SmolLM2 spells in several byte tokens: no event for a token that
+    # ends inside a character, the entry of the one completing it shows the whole character
+    "raw_split_characters": {"prompt": "Write a symbol:", "grammar": 'root ::= "\U0001d538\U0001d539 ok"',
+                             "max_tokens": 10, "n_probs": 1},
+    "raw_json_schema": {"prompt": "A person as JSON:", "max_tokens": 24,
+                        "json_schema": {"type": "object", "properties": {"name": {"type": "string"}},
+                                        "required": ["name"]}},
 }
 
 
@@ -98,11 +111,27 @@ def test_raw_completions_equal_llama_server(name: str, upstream: dict[str, Llama
     expected = [normalized(e) for e in sse_events(HOST, ref.port, "/v1/completions", streamed)]
     got = [normalized(e) for e in sse_events(HOST, server.port, "/v1/completions", streamed, server.headers())]
     assert expected[-1] == "[DONE]" and len(expected) > 3
-    assert got == expected
+    assert_equal_but_logprob_values(got, expected)
     plain = {**body, "temperature": 0, "cache_prompt": False}
     status, expected_body = _post_json(ref.port, "/v1/completions", plain)
     got_status, got_body = _post_json(server.port, "/v1/completions", plain, server.headers())
-    assert (got_status, normalized(got_body)) == (status, normalized(expected_body))
+    assert (got_status, status) == (200, 200)
+    assert_equal_but_logprob_values(normalized(got_body), normalized(expected_body))
+
+
+def test_raw_stream_keeps_text_held_for_a_stop_string_when_the_limit_ends_it(
+        upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    """DESIGN deviation 10: the streamed text equals the reply not streamed. llama-server holds text
+    that may begin a stop string and drops it when max_tokens ends the stream there (its streamed
+    text lacks " wavelengths" here); llamact delivers it."""
+    body = {"prompt": RAINBOW, "max_tokens": 7, "stop": ["wavelengths of light"], "temperature": 0,
+            "cache_prompt": False}
+    sent = list(sse_events(HOST, server.port, "/v1/completions", {**body, "stream": True}, server.headers()))
+    streamed = "".join(e["choices"][0]["text"] for e in sent if isinstance(e, dict))
+    _, reference = _post_json(upstream["own"].port, "/v1/completions", body)
+    _, ours = _post_json(server.port, "/v1/completions", body, server.headers())
+    assert streamed == ours["choices"][0]["text"] == reference["choices"][0]["text"]
+    assert streamed.endswith(" wavelengths")
 
 
 def assert_equal_but_logprob_values(got: Json, expected: Json, tolerance: float = 2e-3) -> None:
@@ -123,9 +152,13 @@ def assert_equal_but_logprob_values(got: Json, expected: Json, tolerance: float 
         assert got == expected
 
 
+@pytest.mark.parametrize("ask", ["logprobs", "n_probs"])
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
-def test_logprobs_equal_llama_server(stream: bool, upstream: dict[str, LlamaServer], server: LiveServer) -> None:
-    body = {"messages": HELLO, "max_tokens": 8, "logprobs": True, "top_logprobs": 3}
+def test_logprobs_equal_llama_server(stream: bool, ask: str, upstream: dict[str, LlamaServer],
+                                     server: LiveServer) -> None:
+    """OpenAI's ``logprobs`` / ``top_logprobs``, and llama-server's own ``n_probs``."""
+    how = {"logprobs": True, "top_logprobs": 3} if ask == "logprobs" else {"n_probs": 3}
+    body = {"messages": HELLO, "max_tokens": 8, **how}
     ref = upstream["own"]
     if stream:
         expected = events((HOST, ref.port), body)
