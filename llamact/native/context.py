@@ -454,7 +454,7 @@ class Context(NativeHandle):
             size = int(self._lib.llama_state_get_size(ptr))
             buf = (ctypes.c_uint8 * size)()
             written = int(self._lib.llama_state_get_data(ptr, buf, size))
-        return bytes(buf[:written])
+        return ctypes.string_at(buf, written)   # one copy (slicing a ctypes array builds a list of ints)
 
     def load_state_bytes(self, data: bytes) -> None:
         """Restore a state from :meth:`state_bytes`. On failure the memory is cleared (nothing
@@ -482,7 +482,7 @@ class Context(NativeHandle):
             size = int(self._lib.llama_state_seq_get_size(ptr, seq_id))
             buf = (ctypes.c_uint8 * size)()
             written = int(self._lib.llama_state_seq_get_data(ptr, buf, size, seq_id))
-        return bytes(buf[:written])
+        return ctypes.string_at(buf, written)   # one copy (slicing a ctypes array builds a list of ints)
 
     def load_seq_state_bytes(self, data: bytes, seq_id: int) -> None:
         """Replace sequence ``seq_id``'s KV cache with ``seq_state_bytes``' output. On failure the

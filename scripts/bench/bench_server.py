@@ -86,8 +86,9 @@ def banned_tokens(model: Path) -> dict[str, float]:
     return {str(t): -100.0 for t in tokens}
 
 
-def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]) -> tuple[int, float]:
-    """(completion tokens, seconds to the first content event) of one streamed request. The tokens come
+def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]) -> tuple[int, float, int]:
+    """(completion tokens, seconds to the first content event, prompt tokens taken from the server's
+    cache, -1 when it does not say) of one streamed request. The tokens come
     from the usage chunk; for a server that sends none (llama-cpp-python), the content events (one per
     token there). Either way the answer must have max_tokens tokens (the end-of-generation tokens are
     banned): a request cut short is an error, not a fast answer."""
@@ -99,7 +100,7 @@ def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read()[:300]!r}")
-    ttft, tokens, content_events = -1.0, -1, 0
+    ttft, tokens, content_events, cached = -1.0, -1, 0, -1
     for raw in response:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
@@ -111,15 +112,16 @@ def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]
                 ttft = time.perf_counter() - t0
         if event.get("usage"):
             tokens = event["usage"]["completion_tokens"]
+            cached = event["usage"].get("prompt_tokens_details", {}).get("cached_tokens", -1)
     conn.close()
     tokens = tokens if tokens >= 0 else content_events
     if tokens != max_tokens:
         raise RuntimeError(f"{tokens} completion tokens, not {max_tokens}: the request was cut short")
-    return tokens, ttft
+    return tokens, ttft, cached
 
 
 def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: dict[str, float]) -> dict[str, float]:
-    results: list[tuple[int, float]] = []
+    results: list[tuple[int, float, int]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(clients)
 
@@ -137,9 +139,10 @@ def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: dict
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    total = sum(n for n, _ in results)
+    total = sum(n for n, _, _ in results)
     return {"tokens": total, "wall_s": wall, "tok_per_s": total / wall,
-            "ttft_ms_median": 1e3 * statistics.median(t for _, t in results)}
+            "ttft_ms_median": 1e3 * statistics.median(t for _, t, _ in results),
+            "cached_tokens_median": statistics.median(c for _, _, c in results)}
 
 
 def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], list[str]]]:
@@ -208,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, per_clients in table.items():
         for clients, r in per_clients.items():
             print(f"{name:17} clients={clients:2}  {r['tok_per_s']:7.1f} tok/s  "
-                  f"TTFT median {r['ttft_ms_median']:7.0f} ms  (median of {args.repeats} rounds of "
+                  f"TTFT median {r['ttft_ms_median']:7.0f} ms  cached prompt tokens {r['cached_tokens_median']:4.0f}  "
+                  f"(median of {args.repeats} rounds of "
                   f"{clients * args.requests * args.max_tokens} tokens)")
     print()
     for other in (n for n in table if n != "llamact"):
