@@ -318,7 +318,10 @@ class BatchScheduler:
         """The free slot for a prompt, and how many of its tokens that slot's cache holds."""
         free = [slot for slot in self._slots if slot.request is None]
         scored = [(common_prefix(slot.cache, tokens), slot) for slot in free]
-        best_lcp, best = max(scored, key=lambda pair: (pair[0], -pair[1].t_used))
+        # equal prefixes: the lowest id, as llama-server (the first slot that beats the best so far).
+        # It also packs the busy slots into few ids: with a KV cache per sequence, llama.cpp puts only
+        # consecutive ids in one ubatch, and slots spread by LRU made each step several computations
+        best_lcp, best = max(scored, key=lambda pair: (pair[0], -pair[1].seq))
         if best_lcp >= SIMILARITY * len(tokens) and best_lcp > 0:
             return best, best_lcp
         lru = min(free, key=lambda slot: slot.t_used)

@@ -191,3 +191,31 @@ def test_a_slot_gives_the_same_chunks_as_the_engine(smollm2_path: Path) -> None:
     assert on_slot == alone
     assert alone[0][-1][3] == alone[0][-1][4] is not None     # the end token's entry
     assert any(incomplete for _, _, incomplete, _, _ in alone[1])
+
+
+def test_equal_prefixes_go_to_the_lowest_slot(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots whose caches share a prompt equally well: the lowest id takes it (llama-server's choice),
+    not the least recently used, which spread requests over the ids (and split the steps, see above)."""
+    from llamact.native.context import Context
+
+    seqs: list[int] = []
+    decode = Context.decode
+
+    def recording(self: Context, batch: Any) -> None:
+        s = batch.struct
+        seqs.extend(s.seq_id[i][0] for i in range(s.n_tokens))
+        decode(self, batch)
+
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=3, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine, cache_ram_mib=0)
+        try:
+            params = GenerationParams(greedy=True, max_tokens=2)
+            streams = [scheduler.generate(f"The shared opening of every story, part {i}", params) for i in range(3)]
+            for stream in streams:      # each slot now holds the opening (and its own end)
+                list(stream)
+            list(scheduler.generate("The shared opening of every story, part 0", params))   # slot 0 used last
+            monkeypatch.setattr(Context, "decode", recording)
+            list(scheduler.generate("The shared opening of every story, part 9", params))
+        finally:
+            scheduler.close()
+    assert seqs and set(seqs) == {0}, seqs
