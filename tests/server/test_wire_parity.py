@@ -121,7 +121,8 @@ def test_raw_completions_equal_llama_server(name: str, upstream: dict[str, Llama
 
 def test_raw_stream_keeps_text_held_for_a_stop_string_when_the_limit_ends_it(
         upstream: dict[str, LlamaServer], server: LiveServer) -> None:
-    """DESIGN deviation 10: the streamed text equals the reply not streamed. llama-server holds text
+    """A deliberate deviation (README, server section; DESIGN.md's deviations): the streamed text
+    equals the reply not streamed. llama-server holds text
     that may begin a stop string and drops it when max_tokens ends the stream there (its streamed
     text lacks " wavelengths" here); llamact delivers it."""
     body = {"prompt": RAINBOW, "max_tokens": 7, "stop": ["wavelengths of light"], "temperature": 0,
