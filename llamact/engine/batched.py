@@ -178,8 +178,11 @@ class BatchScheduler:
         self.prompt_store = (PromptStore(self.context, cache_ram_mib << 20 if cache_ram_mib > 0 else 1 << 62)
                              if cache_ram_mib != 0 else None)
         self._batch = Batch(self.context, n_batch, 1)
-        self.n_steps = 0         # decodes with at least one generating sequence (k sequences count once)
-        self.n_step_tokens = 0   # generated tokens decoded over those steps: n_step_tokens / n_steps is the mean
+        # llama-server's /metrics counters: every decode, the busy slots summed over them, and the
+        # longest sequence a slot has held (prompt + generation)
+        self.n_decodes = 0
+        self.n_busy_slots = 0
+        self.n_tokens_max = 0
         self.n_prompt_tokens = 0  # prompt tokens evaluated
         self.n_cached_tokens = 0  # prompt tokens found in the slots' caches
         self.thread = threading.Thread(target=self._loop, name="llamact-slots", daemon=True)
@@ -415,9 +418,8 @@ class BatchScheduler:
             for slot in [s for _, s in generating] + [s for s, _, _ in prompting]:
                 self._fail(slot, exc)
             return
-        if generating:
-            self.n_steps += 1
-            self.n_step_tokens += len(generating)
+        self.n_decodes += 1
+        self.n_busy_slots += len(active)
         now = time.perf_counter()
         for slot, n, _index in prompting:
             request = slot.request
@@ -432,6 +434,7 @@ class BatchScheduler:
             assert request is not None
             slot.cache.append(request.last)
             request.n_past += 1
+        self.n_tokens_max = max(self.n_tokens_max, *(len(slot.cache) for slot in active))
         ready = generating + [(index, slot) for slot, _n, index in prompting if index >= 0]
         for index, slot in ready:
             request = slot.request

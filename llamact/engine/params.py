@@ -93,7 +93,7 @@ class GenerationParams:
     dry_multiplier: float = 0.0
     dry_base: float = 1.75
     dry_allowed_length: int = 2
-    dry_penalty_last_n: int = -1
+    dry_penalty_last_n: int = 64   # common_params_sampling's (and llama-server's); -1: the whole context
     mirostat: int = 0
     mirostat_tau: float = 5.0
     mirostat_eta: float = 0.1

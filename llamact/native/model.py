@@ -256,6 +256,12 @@ class Model(NativeHandle):
             return _read_c_string(lambda b, n: self._lib.llama_model_desc(ptr, b, n), "the model description") or ""
 
     @property
+    def ftype_name(self) -> str:
+        """The weights' type as llama.cpp names it (e.g. "Q4_1"; llama-server's ``model_ftype``)."""
+        name = self._lib.llama_ftype_name(self._int("llama_model_ftype"))
+        return name.decode("utf-8", errors="replace") if name else ""
+
+    @property
     def size_bytes(self) -> int:
         return self._int("llama_model_size")
 

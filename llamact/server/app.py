@@ -33,6 +33,7 @@ from ..engine.chat_completion import completion_id
 from ..engine.chat_types import system_fingerprint
 from ..errors import LlamaContextException, LlamaException, LlamaUnsupportedException
 from .metrics import Metrics
+from .props import props_body
 from .requests import RequestDefaults, RequestError, chat_request, completion_request
 from .settings import ServerSettings
 from .slots import SlotRunner
@@ -275,8 +276,8 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             except BaseException as exc:
                 return exception_response(exc)
             stream = streams[0]
-            state.metrics.record(completion.timings.prompt_n, completion.timings.prompt_ms,
-                                 completion.timings.predicted_n, completion.timings.predicted_ms)
+            t = completion.timings
+            state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
             if completion.logprobs and stream.stop_string is not None:
                 kept = max(0, len(completion.logprobs) - len(_stop_tokens(stream.stop_string)))
                 completion = replace(completion, logprobs=completion.logprobs[:kept])
@@ -302,7 +303,8 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
                                 yield sse(data)
                             if chunk.timings is not None:
                                 t = chunk.timings
-                                state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms)
+                                state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms,
+                                                     t.cache_n)
                         try:
                             pending = [await items.__anext__()]
                         except StopAsyncIteration:
@@ -342,7 +344,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             t = last.timings
             n_decoded = t.n_generated + int(last.end_token is not None)
             n_prompt = t.n_prompt + t.n_cached
-            state.metrics.record(t.n_prompt, t.prompt_ms, n_decoded, t.decode_ms)
+            state.metrics.record(t.n_prompt, t.prompt_ms, n_decoded, t.decode_ms, t.n_cached)
             return {"completion_tokens": n_decoded, "prompt_tokens": n_prompt, "total_tokens": n_decoded + n_prompt,
                     "prompt_tokens_details": {"cached_tokens": t.n_cached}}
 
@@ -474,28 +476,16 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
 
     @app.get("/props")
     async def props() -> Response:
-        e = engine()
-        templates = e.chat_template_set()
-        family = e.chat_template([{"role": "user", "content": "Hello"}]).family
-        return JSONResponse({
-            "default_generation_settings": {"n_ctx": e.context.n_ctx, "params": {"n_predict": settings.n_predict}},
-            "total_slots": settings.parallel,
-            "model_alias": state.model_name,
-            "model_path": str(settings.model_path()),
-            "chat_template": templates.default.source,
-            "chat_template_tool_use": templates.tool_use.source if templates.tool_use is not None else None,
-            "chat_template_caps": templates.default.caps.to_map(),
-            "chat_template_family": family,
-            "build_info": system_fingerprint(),
-        })
+        return JSONResponse(props_body(engine(), model_alias=state.model_name, model_path=str(settings.model_path()),
+                                       n_slots=settings.parallel, n_predict=settings.n_predict))
 
     @app.get("/metrics")
     async def metrics() -> Response:
         w, sched = worker(), state.scheduler
         running, waiting = (sched.n_active, sched.n_waiting) if sched is not None else (w.n_running, w.n_waiting)
-        steps = (sched.n_steps, sched.n_step_tokens) if sched is not None else (0, 0)
+        decodes = (sched.n_decodes, sched.n_busy_slots, sched.n_tokens_max) if sched is not None else (0, 0, 0)
         return PlainTextResponse(state.metrics.prometheus(running, waiting + (w.n_waiting if sched else 0),
-                                                          w.n_cancelled, *steps),
+                                                          w.n_cancelled, *decodes),
                                  media_type="text/plain; version=0.0.4")
 
     return app

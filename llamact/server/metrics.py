@@ -8,48 +8,75 @@ __all__ = ["Metrics"]
 
 
 class Metrics:
-    """Totals over the finished requests; updated from the event loop and read by /metrics."""
+    """Totals over the finished requests (llama-server's counters), and the prompt and generation
+    throughput since the last scrape (its "buckets", reset by each /metrics read). Updated from the
+    event loop, read by /metrics."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.prompt_tokens = 0
+        self.prompt_tokens = 0          # evaluated, not taken from a cache
+        self.prompt_tokens_cached = 0
         self.prompt_seconds = 0.0
         self.predicted_tokens = 0
         self.predicted_seconds = 0.0
         self.requests = 0
+        self._bucket = [0, 0.0, 0, 0.0]   # prompt tokens, seconds, predicted tokens, seconds since the last read
 
-    def record(self, n_prompt: int, prompt_ms: float, n_predicted: int, predicted_ms: float) -> None:
+    def record(self, n_prompt: int, prompt_ms: float, n_predicted: int, predicted_ms: float, n_cached: int = 0) -> None:
         with self._lock:
             self.prompt_tokens += n_prompt
+            self.prompt_tokens_cached += n_cached
             self.prompt_seconds += prompt_ms / 1e3
             self.predicted_tokens += n_predicted
             self.predicted_seconds += predicted_ms / 1e3
             self.requests += 1
+            b = self._bucket
+            b[0] += n_prompt
+            b[1] += prompt_ms / 1e3
+            b[2] += n_predicted
+            b[3] += predicted_ms / 1e3
 
     def prometheus(self, n_processing: int, n_deferred: int, n_cancelled: int = 0, n_decode: int = 0,
-                   n_decoded_sequences: int = 0) -> str:
+                   n_busy_slots: int = 0, n_tokens_max: int = 0) -> str:
+        """llama-server's metrics (names, help, types, order), then llamact's own two counters."""
         with self._lock:
-            rows = [
-                ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", self.prompt_tokens),
-                ("counter", "prompt_seconds_total", "Prompt process time", self.prompt_seconds),
-                ("counter", "tokens_predicted_total", "Number of generation tokens processed.",
-                 self.predicted_tokens),
-                ("counter", "tokens_predicted_seconds_total", "Predict process time", self.predicted_seconds),
-                ("counter", "requests_total", "Number of finished requests.", self.requests),
-                ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s.",
-                 self.prompt_tokens / self.prompt_seconds if self.prompt_seconds else 0.0),
-                ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.",
-                 self.predicted_tokens / self.predicted_seconds if self.predicted_seconds else 0.0),
-                ("counter", "requests_cancelled_total", "Requests stopped because their client went away.",
+            p_tokens, p_seconds, g_tokens, g_seconds = self._bucket
+            self._bucket = [0, 0.0, 0, 0.0]
+            counters = [
+                ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+                 self.prompt_tokens),
+                ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+                 self.prompt_tokens_cached),
+                ("prompt_seconds_total", "Total time spent processing prompts", self.prompt_seconds),
+                ("tokens_predicted_total", "Number of generation tokens processed", self.predicted_tokens),
+                ("tokens_predicted_seconds_total", "Total time spent generating tokens", self.predicted_seconds),
+                ("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and "
+                                   "multimodal decoding", n_decode),
+                ("n_tokens_max", "Largest observed sequence length (prompt + generation)", n_tokens_max),
+                # llamact does not decode speculatively: always 0, listed so that dashboards find them
+                ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0),
+                ("spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the "
+                                                          "target model", 0),
+                ("spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0),
+            ]
+            gauges = [
+                ("prompt_tokens_seconds", "Average prompt throughput in tokens/s",
+                 p_tokens / p_seconds if p_seconds else 0.0),
+                ("predicted_tokens_seconds", "Average generation throughput in tokens/s",
+                 g_tokens / g_seconds if g_seconds else 0.0),
+                ("requests_processing", "Number of requests processing", n_processing),
+                ("requests_deferred", "Number of requests deferred", n_deferred),
+                ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+                 n_busy_slots / max(n_decode, 1)),
+            ]
+            own = [
+                ("requests_total", "Number of finished requests (llamact)", self.requests),
+                ("requests_cancelled_total", "Requests stopped because their client went away (llamact)",
                  n_cancelled),
-                ("counter", "n_decode_total", "Total number of llama_decode() calls of the slots' steps.", n_decode),
-                ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
-                 n_decoded_sequences / n_decode if n_decode else 0.0),
-                ("gauge", "requests_processing", "Number of requests processing.", n_processing),
-                ("gauge", "requests_deferred", "Number of requests deferred.", n_deferred),
             ]
         lines: list[str] = []
-        for kind, name, help_text, value in rows:
-            metric = f"llamacpp:{name}"
-            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}", f"{metric} {value}"]
+        for kind, rows in (("counter", counters), ("gauge", gauges), ("counter", own)):
+            for name, help_text, value in rows:
+                metric = f"llamacpp:{name}"
+                lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}", f"{metric} {value}"]
         return "\n".join(lines) + "\n"

@@ -196,3 +196,58 @@ def test_apply_template_equals_llama_server(upstream: dict[str, LlamaServer], se
     assert "Again." in expected["prompt"]
     status, details = _post_json(server.port, "/template-details", body, server.headers())
     assert status == 200 and details["prompt"] == expected["prompt"]
+
+
+@pytest.fixture(scope="module")
+def upstream_defaults(smollm2_path: Path) -> Iterator[LlamaServer]:
+    """llama-server with its own sampling defaults (the parity servers run with --temp 0 --seed 0) and
+    its /metrics route on."""
+    server = LlamaServer(ServerConfig(smollm2_path, extra_args=("--temp", "0.8", "--seed", "-1", "--metrics")),
+                         find_llama_server())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _get(port: int, path: str, headers: dict[str, str] | None = None) -> bytes:
+    conn = http.client.HTTPConnection(HOST, port, timeout=60)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        assert response.status == 200, path
+        return response.read()
+    finally:
+        conn.close()
+
+
+# what each server can do, not what it computes: llama-server's /slots route and page (turned off in the
+# harness), its per-process media marker; llamact serves the page at / and /metrics always, has no
+# /slots and no media input
+CAPABILITIES = ("endpoint_slots", "endpoint_props", "endpoint_metrics", "ui", "media_marker")
+
+
+def test_props_equal_llama_server(upstream_defaults: LlamaServer, server: LiveServer) -> None:
+    expected = json.loads(_get(upstream_defaults.port, "/props"))
+    got = json.loads(_get(server.port, "/props", server.headers()))
+    assert got.pop("chat_template_family")   # llamact's addition (SmolLM2's template: "autoparser")
+    for key in CAPABILITIES:
+        assert key in got
+        got.pop(key), expected.pop(key)
+    assert got == expected
+
+
+def _metric_lines(text: bytes) -> list[str]:
+    return [line.rsplit(" ", 1)[0] if not line.startswith("#") else line
+            for line in text.decode().splitlines() if line]
+
+
+def test_metrics_names_equal_llama_server(upstream_defaults: LlamaServer, server: LiveServer) -> None:
+    """The same metrics, help texts, types and order (values differ with each server's history);
+    llamact's own two counters come after llama-server's."""
+    expected = _metric_lines(_get(upstream_defaults.port, "/metrics"))
+    got = _metric_lines(_get(server.port, "/metrics", server.headers()))
+    assert got[:len(expected)] == expected
+    assert [line for line in got[len(expected):] if not line.startswith("#")] == [
+        "llamacpp:requests_total", "llamacpp:requests_cancelled_total"]

@@ -1,0 +1,109 @@
+"""``GET /props`` as llama-server writes it (``get_res_props``): the same fields, and the values a
+request gets when it leaves a field out. llamact adds ``chat_template_family`` (the detected family)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..engine import GenerationParams, LlamaEngine
+from ..engine.chat_types import system_fingerprint
+
+__all__ = ["SAMPLER_NAMES", "props_body"]
+
+# the sampler chain's order (engine/sampling.py), by llama.cpp's names for them
+SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+_RANDOM_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
+
+
+def _f32(value: float) -> float:
+    """A float as llama-server prints it: its float32 value, widened (0.95 -> 0.949999988079071)."""
+    return float(np.float32(value))
+
+
+def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
+    """``task_params::to_json(true)`` for a request that sets nothing: sampling defaults; the chat
+    parser fields are a fresh task's (a request fills them from its template)."""
+    return {
+        "seed": _RANDOM_SEED if p.seed is None else p.seed,
+        "temperature": _f32(p.temperature),
+        "dynatemp_range": _f32(p.dynatemp_range),
+        "dynatemp_exponent": _f32(p.dynatemp_exponent),
+        "top_k": p.top_k,
+        "top_p": _f32(p.top_p),
+        "min_p": _f32(p.min_p),
+        "top_n_sigma": _f32(p.top_n_sigma),
+        "xtc_probability": _f32(p.xtc_probability),
+        "xtc_threshold": _f32(p.xtc_threshold),
+        "typical_p": _f32(p.typical_p),
+        "repeat_last_n": p.repeat_last_n,
+        "repeat_penalty": _f32(p.repeat_penalty),
+        "presence_penalty": _f32(p.presence_penalty),
+        "frequency_penalty": _f32(p.frequency_penalty),
+        "dry_multiplier": _f32(p.dry_multiplier),
+        "dry_base": _f32(p.dry_base),
+        "dry_allowed_length": p.dry_allowed_length,
+        "dry_penalty_last_n": p.dry_penalty_last_n,
+        "mirostat": p.mirostat,
+        "mirostat_tau": _f32(p.mirostat_tau),
+        "mirostat_eta": _f32(p.mirostat_eta),
+        # upstream's adaptive-p sampler, which llamact does not have: its "off" values
+        "adaptive_target": _f32(-1.0),
+        "adaptive_decay": _f32(0.9),
+        "max_tokens": n_predict,
+        "n_predict": n_predict,
+        "n_keep": 0,
+        "n_discard": 0,
+        "ignore_eos": False,
+        "stream": False,
+        "n_probs": 0,
+        "min_keep": p.min_keep,
+        "chat_format": "Content-only",
+        "reasoning_format": "none",
+        "reasoning_in_content": False,
+        "generation_prompt": "",
+        "samplers": list(SAMPLER_NAMES),
+        "speculative.types": "none",
+        "timings_per_token": False,
+        "post_sampling_probs": False,
+        "backend_sampling": False,
+        "lora": [],
+    }
+
+
+def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slots: int,
+               n_predict: int) -> dict[str, Any]:
+    """The /props object for a loaded engine serving ``n_slots`` slots."""
+    templates = engine.chat_template_set()
+    vocab = engine.model.vocab
+
+    def piece(token: int | None) -> str:
+        return "" if token is None else vocab.token_to_piece(token, special=True).decode("utf-8", errors="replace")
+
+    body: dict[str, Any] = {
+        "default_generation_settings": {"params": default_params(GenerationParams(), n_predict),
+                                        "n_ctx": engine.context.n_ctx // max(1, n_slots)},
+        "total_slots": n_slots,
+        "model_alias": model_alias,
+        "model_ftype": engine.model.ftype_name,
+        "model_path": model_path,
+        "modalities": {"vision": False, "video": False, "audio": False},   # text models only
+        "media_marker": "",   # no media input: nothing marks it
+        "endpoint_slots": False,
+        "endpoint_props": False,
+        "endpoint_metrics": True,
+        "ui": True,           # the page at /
+        "ui_settings": {},
+        "chat_template": templates.default.source,
+        "chat_template_caps": templates.default.caps.to_map(),
+        "bos_token": piece(vocab.bos),
+        "eos_token": piece(vocab.eos),
+        "build_info": system_fingerprint(),
+        "is_sleeping": False,
+        "cors_proxy_enabled": False,
+        "chat_template_family": engine.chat_template([{"role": "user", "content": "Hello"}]).family,
+    }
+    if templates.tool_use is not None:
+        body["chat_template_tool_use"] = templates.tool_use.source
+    return body
