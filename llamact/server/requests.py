@@ -144,6 +144,9 @@ def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams
             raise RequestError("'cache_prompt' must be a boolean")
         values["cache_prompt"] = body["cache_prompt"]
     values["stop"] = _stop(body)
+    if body.get("post_sampling_probs") is True:   # probabilities after the sampler chain: not computed here
+        raise RequestError("'post_sampling_probs' is not supported: llamact's logprobs are those of the raw "
+                           "logits (llama-server's default)")
     if body.get("n_probs") is not None:   # llama-server's own field: each token's top n_probs alternatives
         n_probs = _number(body, "n_probs", int)
         if n_probs > MAX_TOP_LOGPROBS:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llamact.server.requests import RequestDefaults, RequestError, chat_request
+from llamact.server.requests import RequestDefaults, RequestError, chat_request, completion_request
 from llamact.server.settings import load_settings
 
 
@@ -30,6 +30,18 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         load_settings({}, bad)
 
 
+def test_raw_completion_fields_as_llama_server_reads_them() -> None:
+    req = completion_request({"prompt": "Hi", "n_probs": 3, "json_schema": {}}, RequestDefaults())
+    assert (req.params.logprobs, req.params.top_logprobs) == (True, 3)
+    assert req.params.grammar and "root" in req.params.grammar          # an empty schema: any object
+    both = completion_request({"prompt": "Hi", "json_schema": {"type": "string"}, "grammar": 'root ::= "x"'},
+                              RequestDefaults())
+    assert both.params.grammar == 'root ::= "x"'                          # grammar wins, as upstream
+    assert completion_request({"prompt": "Hi", "n_probs": 0}, RequestDefaults()).params.logprobs is False
+    with pytest.raises(RequestError, match="json_schema"):
+        completion_request({"prompt": "Hi", "json_schema": {"type": "no-such-type"}}, RequestDefaults())
+
+
 def test_chat_fields_as_llama_server_reads_them() -> None:
     req = chat_request({"messages": [], "max_completion_tokens": 7, "stop": "x", "stream": True,
                         "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False},
@@ -50,6 +62,8 @@ def test_chat_fields_as_llama_server_reads_them() -> None:
     ({"messages": [], "n": 2}, "Only one completion choice is allowed"),
     ({"messages": [], "tools": [{}], "grammar": "root ::= x"}, "Cannot use custom grammar constraints with tools."),
     ({"messages": [], "temperature": "hot"}, "'temperature' must be a number"),
+    ({"messages": [], "n_probs": 21}, "'n_probs' above 20 is not supported"),
+    ({"messages": [], "n_probs": 2, "post_sampling_probs": True}, "'post_sampling_probs' is not supported"),
 ])
 def test_bad_chat_fields_are_request_errors(body: dict[str, object], message: str) -> None:
     with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(".", r"\.")):
