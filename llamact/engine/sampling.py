@@ -6,6 +6,10 @@ from ..errors import LlamaInferenceException
 from ..native import sampler as s
 from .params import GenerationParams
 
+# the chain below, between the logit bias and the selecting sampler, by llama.cpp's names for its
+# samplers (llama-server's /props "samplers"); keep in step with sampler_specs
+SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+
 
 def sampler_specs(
     p: GenerationParams, dry_seq_breakers: tuple[str, ...] = ("\n", ":", '"', "*")

@@ -230,10 +230,13 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
         assert state.worker is not None
         return state.worker
 
-    def _stop_tokens(stop: str) -> list[int]:
-        """The stop string's tokens: llama-server leaves that many entries out of the logprobs of a
-        reply it stopped (not streamed), whatever tokens the model actually used."""
-        return engine().tokenize(stop, add_special=False, parse_special=False)
+    def without_stop_entries(entries: list[Any], stop_string: str | None) -> list[Any]:
+        """A reply not streamed that a stop string ended: llama-server leaves out as many logprobs
+        entries as the stop string has tokens, whatever tokens the model actually used."""
+        if not entries or stop_string is None:
+            return entries
+        n_stop = len(engine().tokenize(stop_string, add_special=False, parse_special=False))
+        return entries[:max(0, len(entries) - n_stop)]
 
     @app.get("/health")
     @app.get("/v1/health")
@@ -278,9 +281,9 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             stream = streams[0]
             t = completion.timings
             state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
-            if completion.logprobs and stream.stop_string is not None:
-                kept = max(0, len(completion.logprobs) - len(_stop_tokens(stream.stop_string)))
-                completion = replace(completion, logprobs=completion.logprobs[:kept])
+            if completion.logprobs:
+                completion = replace(completion, logprobs=without_stop_entries(completion.logprobs,
+                                                                               stream.stop_string))
             return JSONResponse(completion.to_openai(stream.id, state.model_name, stream.created))
 
         items = aiter(job)
@@ -355,9 +358,8 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             except BaseException as exc:
                 return exception_response(exc)
             last = chunks[-1]
-            entries = [_released_entry(c) for c in chunks if c.logprob is not None and not c.incomplete]
-            if last.stop_string is not None:
-                entries = entries[:len(entries) - len(_stop_tokens(last.stop_string))]
+            entries = without_stop_entries(
+                [_released_entry(c) for c in chunks if c.logprob is not None and not c.incomplete], last.stop_string)
             body = choice("".join(c.text for c in chunks), last.finish_reason, entries)
             body["usage"] = usage(last)
             return JSONResponse(body)
@@ -379,7 +381,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
                     entry = [_released_entry(chunk)] if chunk.logprob is not None else None
                     if chunk.stop_reason is not None:
                         if chunk.end_token is not None or chunk.text:
-                            yield sse(choice(chunk.text, None, entry if chunk.end_token is not None else None))
+                            yield sse(choice(chunk.text, None, entry))   # the final chunk's entry is the end token's
                         final = choice("", chunk.finish_reason)
                         final["usage"] = usage(chunk)
                         yield sse(final)

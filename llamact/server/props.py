@@ -9,11 +9,10 @@ import numpy as np
 
 from ..engine import GenerationParams, LlamaEngine
 from ..engine.chat_types import system_fingerprint
+from ..engine.sampling import SAMPLER_NAMES
 
-__all__ = ["SAMPLER_NAMES", "props_body"]
+__all__ = ["props_body"]
 
-# the sampler chain's order (engine/sampling.py), by llama.cpp's names for them
-SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
 _RANDOM_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
 
 
