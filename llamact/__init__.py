@@ -4,6 +4,10 @@ The public API is what this module exports; everything else may change.
 """
 
 from ._build import build_info
+from .chat.deltas import ToolCallDelta
+from .chat.messages import ChatMessage, ToolCall
+from .chat.oai import ChatTool
+from .chat.request import ChatRequest
 from .engine import (
     AsyncChatStream,
     AsyncLlamaEngine,
@@ -17,13 +21,17 @@ from .engine import (
     Timings,
     devices,
 )
+from .engine.chat_completion import ChatStream
+from .engine.chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
 from .engine.structured import parse_structured_json
 from .errors import (
     LlamaContextException,
     LlamaException,
     LlamaInferenceException,
     LlamaModelException,
+    LlamaRequestException,
     LlamaStateException,
+    LlamaTemplateException,
     LlamaUnsupportedException,
 )
 from .session import ChatSession, SessionStream, TemplateTimeChatSession
@@ -41,6 +49,16 @@ __all__ = [
     "GenerationResult",
     "LlamaEngine",
     "ModelParams",
+    "ChatRequest",
+    "ChatMessage",
+    "ChatTool",
+    "ToolCall",
+    "ChatStream",
+    "ChatChunk",
+    "ChatCompletion",
+    "ChatTimings",
+    "Usage",
+    "ToolCallDelta",
     "StopReason",
     "Timings",
     "AsyncChatStream",
@@ -58,4 +76,6 @@ __all__ = [
     "LlamaInferenceException",
     "LlamaUnsupportedException",
     "LlamaStateException",
+    "LlamaRequestException",
+    "LlamaTemplateException",
 ]

@@ -243,7 +243,7 @@ def _stream_reply(engine: LlamaEngine, messages: list[dict[str, object]], params
     as the assistant message for the history."""
     dim, reset = ("\x1b[2m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
     in_thought = False
-    with engine.create(messages, params=params, **options) as stream:  # type: ignore[arg-type]
+    with engine.create(messages, params=params, **options) as stream:
         for chunk in stream:
             if chunk.thinking:
                 sys.stdout.write(("" if in_thought else dim) + chunk.thinking)

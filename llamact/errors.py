@@ -2,6 +2,19 @@
 
 Each exception carries a human-readable ``message`` that says what to do, and ``details``: a
 dict of the facts behind it (paths, sizes, parameter names) for programs that want to react.
+
+    LlamaException
+    ├── LlamaModelException        a model file (or adapter) is missing, unreadable or unsupported
+    ├── LlamaContextException      a context cannot be made, or a prompt does not fit it
+    ├── LlamaInferenceException    tokenizing, decoding, sampling or parsing the output failed
+    ├── LlamaUnsupportedException  something this build, model or template cannot do
+    ├── LlamaStateException        an object used in a state that does not allow it (closed, busy)
+    ├── LlamaRequestException      a request is malformed: a message, tool, option or body field
+    └── LlamaTemplateException     a chat template does not compile or fails to render
+
+The server answers a ``LlamaRequestException`` with HTTP 400 (``invalid_request_error``), a
+``LlamaContextException`` with 400 (``exceed_context_size_error``), a ``LlamaUnsupportedException``
+with 501, and anything else with 500 (``server_error``), as llama-server does.
 """
 
 from __future__ import annotations
@@ -26,19 +39,29 @@ class LlamaModelException(LlamaException):
 
 
 class LlamaContextException(LlamaException):
-    """A context could not be created (size, memory, parameters)."""
+    """A context could not be created (size, memory, parameters), or a prompt does not fit it."""
 
 
 class LlamaInferenceException(LlamaException):
-    """Tokenization, decoding or sampling failed, or a sampling parameter is invalid."""
+    """Tokenization, decoding, sampling or output parsing failed, or a sampling parameter is invalid."""
 
 
 class LlamaUnsupportedException(LlamaException):
-    """The request uses something this build or this model does not support."""
+    """The request uses something this build, this model or its template does not support."""
 
 
 class LlamaStateException(LlamaException):
     """An object was used in a state that does not allow it (closed, freed, busy) or a saved state is bad."""
+
+
+class LlamaRequestException(LlamaException):
+    """A request is malformed or contradicts itself (a message, tool, option or HTTP body field); the
+    message names the field, with upstream's text where llama-server has one."""
+
+
+class LlamaTemplateException(LlamaException):
+    """A chat template failed to compile or to render (``llamact.jinja``'s errors; ``source_name``
+    and ``line`` in ``details`` say where)."""
 
 
 __all__ = [
@@ -48,4 +71,6 @@ __all__ = [
     "LlamaInferenceException",
     "LlamaUnsupportedException",
     "LlamaStateException",
+    "LlamaRequestException",
+    "LlamaTemplateException",
 ]

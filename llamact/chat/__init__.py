@@ -1,18 +1,20 @@
 """``llamact.chat``: llama.cpp's chat stack (``common/chat``) -- templates in, prompt + grammar + parser out.
 
     apply_chat_template(template, messages, *, tools=None, tool_choice="auto", ...) -> ChatTemplateResult
+    apply_request(templates, ChatRequest(messages, ...)) -> ChatTemplateResult
 
-Enters: a chat template (Jinja source, untrusted: always sandboxed) and an OpenAI-style request
-(messages and tools as dicts, or ``ChatMessage`` / ``ChatTool`` values). Leaves: a frozen
+Enters: a chat template (Jinja source, untrusted: always sandboxed) and an OpenAI-style request, a
+:class:`ChatRequest` (messages and tools as dicts, or ``ChatMessage`` / ``ChatTool`` values; the
+request's checks run once, when it is made). Leaves: a frozen
 :class:`ChatTemplateResult`: the prompt, the detected ``family``, upstream's ``format``, the
 grammar and its triggers, preserved tokens, stops, thinking tags and the output parser (its
 ``output_parser()`` parses the model's reply, whole or as it streams). :class:`ChatStreamParser`
 turns the reply, token by token, into content / thinking / tool-call deltas (llama-server's, or
-with DESIGN.md's deviations 2-5). What llama.cpp v0.5.0's
+with the deviations 2-5 of docs/design.md). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
 as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
 (``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it
-(``named_tool.py``, DESIGN deviation 9). Everything that depends only on the template (compiled source,
+(``deviations/named_tool.py``, deviation 9). Everything that depends only on the template (compiled source,
 caps, format detection, the autoparser's analysis) is computed once and cached.
 
 Raises ``ChatRequestError`` (a malformed request, upstream's reason), ``JinjaException`` (the
@@ -22,52 +24,43 @@ template does not compile or fails to render; names where it came from), ``Schem
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from .apply import ChatTemplateInputs, apply_templates
+from .apply import ChatTemplateInputs
 from .deltas import ChatDelta, ToolCallDelta, finish_reason
 from .messages import ChatMessage, ContentPart, ToolCall
 from .oai import ChatRequestError, ChatTool
 from .output_parser import ChatOutputParser, ChatParseError
-from .request import chat_inputs
+from .pipeline import apply_request, apply_templates
+from .request import ChatRequest, as_chat_request, chat_inputs
 from .result import ChatTemplateResult, GrammarTrigger, MessageDelimiter
 from .streaming import ChatStreamParser
 from .templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
 
 __all__ = [
-    "ChatDelta", "ChatMessage", "ChatOutputParser", "ChatParseError", "ChatRequestError", "ChatStreamParser",
+    "ChatDelta", "ChatMessage", "ChatOutputParser", "ChatParseError", "ChatRequest", "ChatRequestError",
+    "ChatStreamParser", "apply_request", "as_chat_request",
     "ChatTemplateInputs", "ChatTemplateResult", "ChatTemplates", "ChatTool", "ContentPart", "GrammarTrigger",
     "MessageDelimiter", "ToolCall", "ToolCallDelta", "apply_chat_template", "apply_templates", "chat_inputs",
     "finish_reason", "load_chat_templates", "supports_enable_thinking",
 ]
 
 
-def apply_chat_template(template: str | ChatTemplates, messages: Any, *, tools: Any = None,
-                        tool_choice: str | Mapping[str, Any] = "auto", parallel_tool_calls: bool = False,
-                        enable_thinking: bool = True,
-                        reasoning_format: str = "deepseek", add_generation_prompt: bool | None = None,
-                        continue_final_message: Any = False, response_format: Any = None,
-                        grammar: str | None = None, chat_template_kwargs: Mapping[str, Any] | None = None,
-                        reasoning_effort: str | None = None, preserve_reasoning: bool | None = None,
-                        template_now: float | None = None, bos_token: str = "", eos_token: str = "",
-                        add_bos: bool = False, add_eos: bool = False) -> ChatTemplateResult:
-    """Apply ``template`` (Jinja source, or a template set from ``load_chat_templates``) to a request.
+def apply_chat_template(template: str | ChatTemplates, messages: Any, *, bos_token: str = "", eos_token: str = "",
+                        add_bos: bool = False, add_eos: bool = False, **options: Any) -> ChatTemplateResult:
+    """Apply ``template`` (Jinja source, or a template set from ``load_chat_templates``) to a request:
+    ``messages`` is a :class:`ChatRequest`, or its messages with the request's options as keywords
+    (``tools``, ``tool_choice``, ``response_format``, ``template_now``, ...; see ``ChatRequest``).
 
     No model is needed: ``bos_token`` / ``eos_token`` are what the template sees, ``add_bos`` /
     ``add_eos`` whether the tokenizer adds them (then the rendered prompt drops its own).
-    ``template_now`` (epoch seconds) fixes the template's clock. See :func:`chat_inputs` for the
-    request fields.
     """
+    request = as_chat_request(messages, options)
+    if request.custom_template:   # a per-call template wins, as everywhere
+        template = request.custom_template
     templates = template if isinstance(template, ChatTemplates) else load_chat_templates(
         template, bos_token=bos_token, eos_token=eos_token, add_bos=add_bos, add_eos=add_eos, origin=ORIGIN_PER_CALL)
-    inputs = chat_inputs(messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                         enable_thinking=enable_thinking, reasoning_format=reasoning_format,
-                         add_generation_prompt=add_generation_prompt, continue_final_message=continue_final_message,
-                         response_format=response_format, grammar=grammar, chat_template_kwargs=chat_template_kwargs,
-                         reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
-                         template_now=template_now)
-    return apply_templates(templates, inputs)
+    return apply_request(templates, request)
 
 
 def supports_enable_thinking(template: str | ChatTemplates, *, bos_token: str = "", eos_token: str = "") -> bool:

@@ -1,7 +1,10 @@
 """The apply pipeline (upstream's ``common_chat_templates_apply`` on its Jinja path, chat.cpp).
 
     ChatTemplateInputs                      one request, upstream's ``common_chat_templates_inputs``
-    apply_templates(templates, inputs) -> ChatTemplateResult
+    upstream_apply(templates, inputs) -> ChatTemplateResult
+
+(``llamact.chat.pipeline.apply_templates`` is the entry point: this, or the named tool choice of
+deviation 9 on top of it.)
 
 Upstream's order: tools to OpenAI JSON and the template chosen (tool_use variant when there are
 tools); StepFun's content trimming; messages to OpenAI JSON with the content normalised for the
@@ -50,7 +53,7 @@ from .workarounds import (
     trim_all_content,
 )
 
-__all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "apply_templates", "upstream_apply"]
+__all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "upstream_apply"]
 
 Json = Any
 
@@ -116,18 +119,9 @@ def _check(inputs: ChatTemplateInputs) -> None:
         raise ChatRequestError(f"Invalid continue_final_message: {inputs.continue_final_message!r}")
 
 
-def apply_templates(templates: ChatTemplates, inputs: ChatTemplateInputs) -> ChatTemplateResult:
-    """Upstream's ``common_chat_templates_apply`` (see the module docstring); with ``named_tool``,
-    the forced call of DESIGN deviation 9 (``named_tool.apply_named_tool``)."""
-    if inputs.named_tool is not None:
-        from .named_tool import apply_named_tool  # it calls back into upstream_apply
-
-        return apply_named_tool(templates, inputs)
-    return upstream_apply(templates, inputs)
-
-
 def upstream_apply(templates: ChatTemplates, inputs: ChatTemplateInputs) -> ChatTemplateResult:
-    """Upstream's ``common_chat_templates_apply`` alone (``named_tool`` is not looked at)."""
+    """Upstream's ``common_chat_templates_apply`` (``named_tool`` is not looked at: the named choice of
+    deviation 9 is ``chat.pipeline``'s, on top of this)."""
     _check(inputs)
     tools = tools_to_json(list(inputs.tools))
     tmpl = templates.for_request(tools is not None)

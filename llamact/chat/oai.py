@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LlamaInferenceException
+from ..errors import LlamaRequestException
 from ..grammar.json_value import dump, dump_indented, nlohmann_type_name, normalize
 from .messages import ChatMessage, ContentPart, ToolCall
 
@@ -32,7 +32,7 @@ __all__ = [
 Json = Any
 
 
-class ChatRequestError(LlamaInferenceException):
+class ChatRequestError(LlamaRequestException):
     """The request's messages, tools or options are malformed (upstream's reason in the message)."""
 
 

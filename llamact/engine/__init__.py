@@ -1,6 +1,7 @@
 """The engine: models, contexts and the generation loop behind ``LlamaEngine``."""
 
-from .aio import AsyncChatStream, AsyncLlamaEngine
+from .aio import AsyncChatStream
+from .async_engine import AsyncLlamaEngine
 from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings

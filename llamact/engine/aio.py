@@ -1,9 +1,12 @@
-"""asyncio access to an engine: ``async for chunk in engine.acreate(messages, ...)``.
+"""A chat stream for asyncio: ``async for chunk in engine.acreate(messages, ...)``.
 
-    stream = engine.acreate(messages, tools=..., params=...)    # the keywords of create()
+    stream = engine.acreate(messages, tools=..., params=...)    # the arguments of create()
     async for chunk in stream: ...                              # ChatChunk values
     await stream.aclose()                                       # or leave the loop / cancel the task
-    AsyncLlamaEngine(engine)                                    # the same as awaitable methods
+
+``AsyncChatStream(start, cancel)`` runs ``start()`` (a ``ChatStream``, e.g. ``engine.create(...)``)
+in its worker thread on the first chunk; ``cancel()`` aborts the native generation. The awaitable
+engine (``AsyncLlamaEngine``) is ``llamact.engine.async_engine``.
 
 Generation runs in a worker thread, one ``next()`` of the ``create()`` stream per awaited chunk, so
 the event loop stays free between tokens. When the consumer stops -- ``aclose()``, ``break`` out
@@ -17,15 +20,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from .chat_completion import ChatStream
 from .chat_types import ChatChunk, ChatCompletion
 
-if TYPE_CHECKING:
-    from .engine import LlamaEngine
-
-__all__ = ["AsyncChatStream", "AsyncLlamaEngine"]
+__all__ = ["AsyncChatStream"]
 
 T = TypeVar("T")
 _END = object()
@@ -34,10 +34,9 @@ _END = object()
 class AsyncChatStream:
     """The chunks of one ``create()`` call, for ``async for``; see the module doc."""
 
-    def __init__(self, engine: LlamaEngine, messages: Any, kwargs: dict[str, Any]) -> None:
-        self._engine = engine
-        self._messages = messages
-        self._kwargs = kwargs
+    def __init__(self, start: Callable[[], ChatStream], cancel: Callable[[], None]) -> None:
+        self._start = start
+        self._cancel = cancel
         self._stream: ChatStream | None = None
         self._done = False
         # one thread per stream: the ChatStream is only ever touched from it, one step at a time
@@ -61,7 +60,7 @@ class AsyncChatStream:
 
     def _step(self) -> Any:
         if self._stream is None:
-            self._stream = self._engine.create(self._messages, **self._kwargs)
+            self._stream = self._start()
         return next(self._stream, _END)
 
     async def __anext__(self) -> ChatChunk:
@@ -79,7 +78,7 @@ class AsyncChatStream:
 
     async def _abort(self, pending: asyncio.Future[Any]) -> None:
         """The consumer was cancelled mid-step: stop the native work, let the step return, close."""
-        self._engine.cancel()
+        self._cancel()
         try:
             await pending
         except BaseException:
@@ -93,7 +92,7 @@ class AsyncChatStream:
         self._done = True
         stream = self._stream
         if stream is not None and stream.finish_reason is None:
-            self._engine.cancel()
+            self._cancel()
         loop = asyncio.get_running_loop()
         if stream is not None:
             await loop.run_in_executor(self._worker, stream.close)
@@ -115,47 +114,5 @@ class AsyncChatStream:
 
     def __del__(self) -> None:
         if not self._done and self._stream is not None and self._stream.finish_reason is None:
-            self._engine.cancel()  # the stream still holds the engine: its generation is this one
+            self._cancel()  # the stream still holds the engine: its generation is this one
         self._worker.shutdown(wait=False)
-
-
-class AsyncLlamaEngine:
-    """An engine for asyncio code: ``create`` gives an ``AsyncChatStream``; ``create_completion``,
-    ``create_structured`` and ``chat_template`` are awaitable (run in a worker thread)."""
-
-    def __init__(self, engine: LlamaEngine) -> None:
-        self.engine = engine
-
-    @classmethod
-    async def load(cls, path: Any, params: Any = None) -> AsyncLlamaEngine:
-        from .engine import LlamaEngine
-
-        return cls(await asyncio.to_thread(LlamaEngine.load, path, params))
-
-    def create(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
-        return AsyncChatStream(self.engine, messages, kwargs)
-
-    async def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
-        async with self.create(messages, **kwargs) as stream:
-            return await stream.completion()
-
-    async def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
-        from .structured import response_format_for, validate_output
-
-        reply = await self.create_completion(messages, response_format=response_format_for(output), **kwargs)
-        return validate_output(output, reply.content, reply.finish_reason)
-
-    async def chat_template(self, messages: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(self.engine.chat_template, messages, **kwargs)
-
-    def cancel(self) -> None:
-        self.engine.cancel()
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.engine.close)
-
-    async def __aenter__(self) -> AsyncLlamaEngine:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

@@ -38,12 +38,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..chat.request import as_chat_request
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
 from .chat_completion import ChatStream
-from .chat_sampling import chat_sampler_config
 from .detokenizer import Utf8Stream
 from .generator import GenerationChunk, StopReason, Timings
 from .logprobs import LogprobReader, TokenLogprob
@@ -200,27 +200,18 @@ class BatchScheduler:
         with self._cond:
             return len(self._waiting)
 
-    def create(self, messages: Any, *, tools: Any = None, tool_choice: Any = "auto",
-               parallel_tool_calls: bool = False, enable_thinking: bool = True, reasoning_format: str = "deepseek",
-               response_format: Any = None, chat_template_kwargs: Any = None, reasoning_effort: str | None = None,
-               continue_final_message: Any = False, custom_template: str | None = None,
-               template_now: float | None = None, params: GenerationParams | None = None,
-               thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
-               reasoning_budget_message: str = "") -> ChatStream:
-        """``LlamaEngine.create()`` on a slot: the same arguments and the same stream."""
-        params = params or GenerationParams()
-        engine = self.engine
-        result, parser, tokens = engine.chat_request(
-            messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-            enable_thinking=enable_thinking, reasoning_format=reasoning_format, response_format=response_format,
-            chat_template_kwargs=chat_template_kwargs, reasoning_effort=reasoning_effort,
-            continue_final_message=continue_final_message, custom_template=custom_template,
-            template_now=template_now, upstream_compat=upstream_compat)
-        self._check_prompt(tokens)
-        sampling = chat_sampler_config(engine, result, params, thinking_budget_tokens,
-                                       reasoning_budget_message=reasoning_budget_message)
-        request = self._submit(_Request(tokens, sampling.sampler, sampling.stops, params))
-        return ChatStream(SequenceStream(self, request), result, parser, len(tokens), model=engine.model.path.name)
+    def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
+        """``LlamaEngine.create()`` on a slot: the same arguments (a ``ChatRequest``, or its messages and
+        options) and the same stream."""
+        chat = self.engine.prepare_chat(as_chat_request(messages, options), params)
+        try:
+            self._check_prompt(chat.tokens)
+        except BaseException:
+            chat.close()
+            raise
+        request = self._submit(_Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params))
+        return ChatStream(SequenceStream(self, request), chat.result, chat.parser, len(chat.tokens),
+                          model=self.engine.model_name)
 
     def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> SequenceStream:
         """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens parsed)."""

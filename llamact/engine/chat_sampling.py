@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..chat.request import thinking_budget
 from ..chat.result import ChatTemplateResult, GrammarTrigger
 from ..errors import LlamaInferenceException
 from ..native import sampler as s
@@ -195,12 +196,7 @@ def chat_sampling_plan(engine_or_vocab: Any, result: ChatTemplateResult, params:
     """What llama-server derives for its sampler from this request (see the module docstring).
     ``thinking_budget_tokens`` None or -1: no limit."""
     vocab = _vocab_of(engine_or_vocab)
-    budget = -1 if thinking_budget_tokens is None else thinking_budget_tokens
-    if isinstance(budget, bool) or not isinstance(budget, int) or not -1 <= budget <= UNLIMITED:
-        raise LlamaInferenceException(
-            f"thinking_budget_tokens must be -1 (no limit) or an integer in [0, {UNLIMITED}], got {budget!r}",
-            {"thinking_budget_tokens": repr(budget)},
-        )
+    budget = thinking_budget(thinking_budget_tokens)
     if result.grammar and params.grammar:
         raise LlamaInferenceException(
             "GenerationParams.grammar cannot be combined with the grammar this request already has (from its "

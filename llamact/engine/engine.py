@@ -6,14 +6,17 @@ import contextlib
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..chat.apply import apply_templates
-from ..chat.request import chat_inputs
+from ..chat.oai import ChatRequestError
+from ..chat.pipeline import apply_request
+from ..chat.request import ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
@@ -22,16 +25,15 @@ from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
 from ..native.sampler import SamplerChain
+from .aio import AsyncChatStream
 from .chat_completion import ChatStream
-
-if TYPE_CHECKING:
-    from .aio import AsyncChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .embeddings import Embedder, pooling_type
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .logprobs import TokenLogprob, check_top_logprobs
 from .params import GenerationParams, ModelParams
+from .prepared import PreparedChat
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
 from .templating import EngineTemplates
@@ -206,8 +208,71 @@ class LlamaEngine:
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
         return self.model.vocab.detokenize(tokens, remove_special=False, unparse_special=render_special)
 
+    def token_piece(self, token: int, special: bool = True) -> bytes:
+        """The bytes of one token (a piece may be part of a UTF-8 character); ``special`` renders
+        control tokens as their text."""
+        return self.model.vocab.token_to_piece(token, special=special)
+
     def get_metadata(self) -> dict[str, str]:
+        """The GGUF's metadata, key -> value as text."""
         return self.model.metadata()
+
+    # -- what callers read about the model and its context (the engine's face: nothing outside
+    # -- engine/ and native/ reads the native objects) ---------------------------------------
+
+    @property
+    def model_path(self) -> Path:
+        return self.model.path
+
+    @property
+    def model_name(self) -> str:
+        """The model file's name (what a completion reports as its ``model``)."""
+        return self.model.path.name
+
+    @property
+    def model_ftype(self) -> str:
+        """llama.cpp's name of the weights' type (``llama_ftype_name``), e.g. "Q4_1"."""
+        return self.model.ftype_name
+
+    @property
+    def n_vocab(self) -> int:
+        return self.model.vocab.n_tokens
+
+    @property
+    def n_ctx(self) -> int:
+        """The context's size in tokens (all sequences together)."""
+        return self.context.n_ctx
+
+    @property
+    def n_ctx_seq(self) -> int:
+        """The positions one sequence may use (``n_ctx / n_seq_max``)."""
+        return self.context.n_ctx_seq
+
+    @property
+    def n_batch(self) -> int:
+        return self.context.n_batch
+
+    @property
+    def n_seq_max(self) -> int:
+        """How many sequences the context holds at once (the batch scheduler's slots)."""
+        return self.params.n_seq_max
+
+    @property
+    def bos_token(self) -> str:
+        """The beginning-of-sequence token's text ("" when the model has none)."""
+        return self._token_text(self.model.vocab.bos)
+
+    @property
+    def eos_token(self) -> str:
+        """The end-of-sequence token's text ("" when the model has none)."""
+        return self._token_text(self.model.vocab.eos)
+
+    def _token_text(self, token: int | None) -> str:
+        return "" if token is None else self.token_piece(token).decode("utf-8", errors="replace")
+
+    def logits(self, index: int = -1) -> np.ndarray:
+        """A copy of a row of the last decode's logits (``index`` -1: the last one), float32."""
+        return self.context.logits(index)
 
     # -- generation --------------------------------------------------------------------------
 
@@ -408,34 +473,29 @@ class LlamaEngine:
 
     # -- chat templates ----------------------------------------------------------------------
 
-    def chat_template(self, messages: Any, *, tools: Any = None, tool_choice: str | Mapping[str, Any] = "auto",
-                      parallel_tool_calls: bool = False, enable_thinking: bool = True,
-                      reasoning_format: str = "deepseek", add_generation_prompt: bool | None = None,
-                      continue_final_message: Any = False, response_format: Any = None, grammar: str | None = None,
-                      chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
-                      preserve_reasoning: bool | None = None, custom_template: str | None = None,
-                      template_now: float | None = None) -> ChatTemplateResult:
+    def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
         """What the model's chat template makes of a request: prompt, format, family, grammar, triggers,
         parser, ... (see ``llamact.chat``), with this model's BOS/EOS tokens.
 
-        The template is ``custom_template`` (Jinja source) when given, else ``ModelParams.chat_template``,
-        else the GGUF's own. ``template_now`` (epoch seconds) fixes the template's clock.
+        ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
+        (``tools``, ``tool_choice``, ``response_format``, ``chat_template_kwargs``, ``template_now``,
+        ...: see ``ChatRequest``). The template is the request's ``custom_template`` (Jinja source)
+        when given, else ``ModelParams.chat_template``, else the GGUF's own.
         """
+        request = as_chat_request(messages, options)
         self.model.check_open()
-        inputs = chat_inputs(messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                             enable_thinking=enable_thinking, reasoning_format=reasoning_format,
-                             add_generation_prompt=add_generation_prompt,
-                             continue_final_message=continue_final_message, response_format=response_format,
-                             grammar=grammar, chat_template_kwargs=chat_template_kwargs,
-                             reasoning_effort=reasoning_effort, preserve_reasoning=preserve_reasoning,
-                             template_now=template_now)
-        return apply_templates(self._templates.templates(custom_template), inputs)
+        return apply_request(self._templates.templates(request.custom_template), request)
 
-    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
+    def templates(self, custom_template: str | None = None) -> ChatTemplates:
         """The template set requests use (sources, caps): ``custom_template`` when given, else the
         engine's override or the model's own (see ``chat_template``)."""
         self.model.check_open()
         return self._templates.templates(custom_template)
+
+    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
+        """Deprecated (0.2 removes it): ``templates()``."""
+        warnings.warn("LlamaEngine.chat_template_set() is now templates()", DeprecationWarning, stacklevel=2)
+        return self.templates(custom_template)
 
     def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
         """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
@@ -444,90 +504,90 @@ class LlamaEngine:
     def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
         """Stream the raw text of the reply to ``messages``: the prompt from the chat template, its
         additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
-        params = params or GenerationParams()
-        result = self.chat_template(messages)
-        sampling = chat_sampler_config(self, result, params)
-        return self.generate(self.tokenize(result.prompt, add_special=True, parse_special=True), params,
-                             sampling=sampling)
-
+        chat = self.prepare_chat(as_chat_request(messages, {}), params)
+        return self.generate(chat.tokens, chat.params, sampling=chat.sampling)
 
     # -- chat completions ------------------------------------------------------------------------
 
-    def create(self, messages: Any, *, tools: Any = None, tool_choice: Any = "auto", parallel_tool_calls: bool = False,
-               enable_thinking: bool = True, reasoning_format: str = "deepseek", response_format: Any = None,
-               chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
-               continue_final_message: Any = False, custom_template: str | None = None,
-               template_now: float | None = None, params: GenerationParams | None = None,
-               thinking_budget_tokens: int | None = None, upstream_compat: bool = False,
-               logprobs: bool | None = None, top_logprobs: int | None = None,
-               reasoning_budget_message: str = "") -> ChatStream:
+    def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
         """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
+        ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
+        (``tools``, ``tool_choice``, ``response_format``, ``upstream_compat``, ``thinking_budget_tokens``,
+        ``logprobs``, ...: see ``ChatRequest``); ``params`` are the sampling and stopping settings.
+
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
-        ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies DESIGN
-        deviations 2-5 (validated tool calls, whole calls, streamed text equal to the final message).
-        Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar, lazy
-        with its triggers or prefilled with the generation prompt, preserved tokens shown as text, the
-        template's extra stops, and ``thinking_budget_tokens`` (None or -1: unlimited) ending a
-        thought with the template's end tag (after ``reasoning_budget_message``, when given, as
-        llama-server's field of that name). ``logprobs`` / ``top_logprobs`` (OpenAI's; they override
-        ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
+        ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
+        2-5 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
+        message). Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar,
+        lazy with its triggers or prefilled with the generation prompt, or the request's ``grammar``;
+        preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
+        (None or -1: unlimited) ending a thought with the template's end tag (after
+        ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
+        override ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
         """
-        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
-        result, parser, tokens = self.chat_request(
-            messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-            enable_thinking=enable_thinking, reasoning_format=reasoning_format, response_format=response_format,
-            chat_template_kwargs=chat_template_kwargs, reasoning_effort=reasoning_effort,
-            continue_final_message=continue_final_message, custom_template=custom_template,
-            template_now=template_now, upstream_compat=upstream_compat)
-        sampling = chat_sampler_config(self, result, params, thinking_budget_tokens,
-                                       reasoning_budget_message=reasoning_budget_message)
-        generation = self.generate(tokens, params, sampling=sampling)  # closes the sampling with the stream
-        return ChatStream(generation, result, parser, len(tokens), generation.n_cached, model=self.model.path.name)
+        chat = self.prepare_chat(as_chat_request(messages, options), params)
+        generation = self.generate(chat.tokens, chat.params, sampling=chat.sampling)  # closes the sampling
+        return ChatStream(generation, chat.result, chat.parser, len(chat.tokens), generation.n_cached,
+                          model=self.model_name)
 
-    def chat_request(self, messages: Any, *, tools: Any = None, tool_choice: Any = "auto",
-                     parallel_tool_calls: bool = False, enable_thinking: bool = True,
-                     reasoning_format: str = "deepseek", response_format: Any = None,
-                     chat_template_kwargs: Mapping[str, Any] | None = None, reasoning_effort: str | None = None,
-                     continue_final_message: Any = False, custom_template: str | None = None,
-                     template_now: float | None = None, upstream_compat: bool = False
-                     ) -> tuple[ChatTemplateResult, ChatStreamParser, list[int]]:
-        """What a chat request is before generation: the template's result, the stream parser for the
-        reply, and the prompt's tokens (``create()`` and the batched slots both start from it)."""
-        result = self.chat_template(messages, tools=tools, tool_choice=tool_choice,
-                                    parallel_tool_calls=parallel_tool_calls, enable_thinking=enable_thinking,
-                                    reasoning_format=reasoning_format, continue_final_message=continue_final_message,
-                                    response_format=response_format, chat_template_kwargs=chat_template_kwargs,
-                                    reasoning_effort=reasoning_effort, custom_template=custom_template,
-                                    template_now=template_now)
-        parser = ChatStreamParser(result, tools=tools or (), upstream_compat=upstream_compat,
-                                  is_continuation=continue_final_message not in (False, None, "none"))
-        return result, parser, self.tokenize(result.prompt, add_special=True, parse_special=True)
+    def prepare_chat(self, request: ChatRequest, params: GenerationParams | None = None) -> PreparedChat:
+        """What a chat request is before generation (``create()`` and the batched slots both start from
+        it): the template's result, the stream parser for the reply, the prompt's tokens, the
+        generation settings and the sampler. The caller owns the sampler: it closes it with the
+        generation, or ``prepared.close()`` when it does not generate."""
+        params = params or GenerationParams()
+        if params.grammar:
+            request, params = _grammar_from_params(request, params)
+        params = _with_logprobs(params, request.logprobs, request.top_logprobs)
+        result = self.chat_template(request)
+        parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
+                                  is_continuation=request.is_continuation)
+        tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
+        # the one channel of a user grammar in a chat request is the request's; the sampler reads it
+        # from the generation settings, as it does for a raw prompt
+        sampling = chat_sampler_config(self, result, replace(params, grammar=request.grammar or None),
+                                       request.thinking_budget_tokens,
+                                       reasoning_budget_message=request.reasoning_budget_message)
+        return PreparedChat(request, result, parser, tokens, params, sampling)
 
-    def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
+    def create_completion(self, messages: Any, *, params: GenerationParams | None = None,
+                          **options: Any) -> ChatCompletion:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
-        with self.create(messages, **kwargs) as stream:
+        with self.create(messages, params=params, **options) as stream:
             return stream.completion()
 
-    def acreate(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
+    def acreate(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> AsyncChatStream:
         """``create()`` for asyncio: ``async for chunk in engine.acreate(messages, ...)`` with the same
-        keywords; generation runs in a worker thread and stops when the consumer stops iterating
+        arguments; generation runs in a worker thread and stops when the consumer stops iterating
         (``aclose()``, leaving ``async with``, or cancelling the task). See ``llamact.engine.aio``."""
-        from .aio import AsyncChatStream
+        request = as_chat_request(messages, options)
+        return AsyncChatStream(lambda: self.create(request, params=params), self.cancel)
 
-        return AsyncChatStream(self, messages, kwargs)
-
-    def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
+    def create_structured(self, messages: Any, output: Any, *, params: GenerationParams | None = None,
+                          **options: Any) -> Any:
         """The reply to ``messages`` constrained to ``output``'s schema and returned as an ``output``
         value: ``output`` is a pydantic model class, a TypedDict or dataclass, or a JSON schema dict
         (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
         schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
-        for an answer that is cut off or does not validate. Other keywords go to ``create()``."""
+        for an answer that is cut off or does not validate. Other keywords: ``create()``'s."""
         from .structured import response_format_for, validate_output
 
-        reply = self.create_completion(messages, response_format=response_format_for(output), **kwargs)
+        request = as_chat_request(messages, {**options, "response_format": response_format_for(output)})
+        reply = self.create_completion(request, params=params)
         return validate_output(output, reply.content, reply.finish_reason)
+
+
+def _grammar_from_params(request: ChatRequest, params: GenerationParams) -> tuple[ChatRequest, GenerationParams]:
+    """Deprecated (0.2 refuses it): ``GenerationParams.grammar`` in a chat request becomes the
+    request's ``grammar``, its one channel (checked against the tools and response format there)."""
+    warnings.warn("a chat request's grammar is its own option: create(messages, grammar=...); "
+                  "GenerationParams.grammar is for raw prompts", DeprecationWarning, stacklevel=4)
+    if request.grammar and request.grammar != params.grammar:
+        raise ChatRequestError("two grammars for one chat request (the request's grammar and GenerationParams."
+                               "grammar): give the request's alone")
+    return replace(request, grammar=params.grammar), replace(params, grammar=None)
 
 
 def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:

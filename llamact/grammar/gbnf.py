@@ -38,7 +38,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
-from ..errors import LlamaException
+from ..errors import LlamaInferenceException
 
 __all__ = [
     "MAX_REPETITION_THRESHOLD",
@@ -63,7 +63,7 @@ MAX_REPETITION_THRESHOLD = 2000
 _U64 = 2**64
 
 
-class GbnfError(LlamaException):
+class GbnfError(LlamaInferenceException):
     """A GBNF grammar that does not parse or is not valid; ``line`` / ``column`` are 1-based (None
     when the problem has no single place, e.g. a missing root) and ``context`` shows the line with a
     caret under the place, as Lark's errors do."""

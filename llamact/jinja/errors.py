@@ -1,4 +1,4 @@
-"""The Jinja exceptions: every template failure surfaces as a ``JinjaException`` (a LlamaException).
+"""The Jinja exceptions: every template failure surfaces as a ``JinjaException`` (a LlamaTemplateException).
 
 What enters: a message (upstream's text where upstream has one) and where it happened: the template
 source name (model metadata, ModelParams.chat_template, a per-call template, a corpus id) and, when
@@ -7,10 +7,10 @@ known, the line. ``details`` carries the same facts for programs.
 
 from __future__ import annotations
 
-from ..errors import LlamaException
+from ..errors import LlamaTemplateException
 
 
-class JinjaException(LlamaException):
+class JinjaException(LlamaTemplateException):
     """A template failed to compile or render; ``source_name`` and ``line`` say where."""
 
     def __init__(self, message: str, source_name: str | None = None, line: int | None = None) -> None:

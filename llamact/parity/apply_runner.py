@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..chat import specialized
-from ..chat.apply import ChatTemplateInputs, apply_templates
+from ..chat.apply import ChatTemplateInputs
 from ..chat.oai import parse_messages, parse_tool_choice, parse_tools
+from ..chat.pipeline import apply_templates
 from ..chat.templates import load_chat_templates, normalized_source
 from .corpus import Case
 

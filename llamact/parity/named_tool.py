@@ -107,7 +107,7 @@ HEADER = ["template", "family", "accepted call", "accepted thought+call", "rejec
 
 def named_result(source: str, reasoning_format: str = REASONING_FORMAT) -> ChatTemplateResult:
     """llamact's result for the named choice of ``get_weather`` with both tools (the oracle's tokens and clock)."""
-    from ..chat.apply import apply_templates
+    from ..chat.pipeline import apply_templates
 
     templates = load_chat_templates(source, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN, origin="vendored template")
     inputs = chat_inputs([USER], tools=TOOLS, tool_choice=NAMED_CHOICE, reasoning_format=reasoning_format,

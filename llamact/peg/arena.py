@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LlamaException
+from ..errors import LlamaInferenceException
 
 #: upstream's ``COMMON_PEG_INVALID_PARSER_ID`` (``size_t(-1)``).
 INVALID_PARSER_ID = (1 << 64) - 1
 
 
-class PegArenaError(LlamaException):
+class PegArenaError(LlamaInferenceException):
     """A parser arena is malformed: bad JSON shape, unknown node type, or a dangling id or rule name."""
 
 

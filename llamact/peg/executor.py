@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..errors import LlamaException
+from ..errors import LlamaInferenceException
 from .arena import (
     INVALID_PARSER_ID,
     Ac,
@@ -68,7 +68,7 @@ _SPACE = re.compile(rb"[ \t\n\v\f\r]*")  # C isspace in the "C" locale
 _NONE: tuple[Any, ...] = ()
 
 
-class PegParseError(LlamaException):
+class PegParseError(LlamaInferenceException):
     """A parser arena cannot run: no root, a reference to a missing rule, or runaway recursion."""
 
 

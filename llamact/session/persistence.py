@@ -20,17 +20,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from ..engine.engine import LlamaEngine
 from ..engine.params import GenerationParams
-from ..errors import LlamaStateException
+from ..errors import LlamaRequestException, LlamaStateException
 
-if TYPE_CHECKING:
-    from .session import ChatSession
+__all__ = ["SavedSession", "load_session", "save_session"]
 
-__all__ = ["load_session", "save_session"]
+T = TypeVar("T")
 
 FORMAT = "llamact.session/1"
 SESSION_FILE = "session.json"
@@ -38,7 +39,7 @@ STATE_FILE = "kv.state"
 
 
 def _model_identity(engine: LlamaEngine) -> dict[str, Any]:
-    path = engine.model.path
+    path = engine.model_path
     return {"file": path.name, "size": path.stat().st_size}
 
 
@@ -59,21 +60,33 @@ def _params_from_json(data: dict[str, Any]) -> GenerationParams:
     return GenerationParams(**values)
 
 
-def save_session(session: ChatSession, path: str | os.PathLike[str]) -> Path:
-    """Write ``session`` and the engine's KV cache into the directory ``path`` (created; an existing
-    saved session there is replaced). Returns the directory."""
-    from .session import TemplateTimeChatSession
+@dataclass(frozen=True)
+class SavedSession:
+    """What a saved session holds besides the KV cache: its kind (the session class's name), system
+    prompt, context limit, generation parameters, request options, history and template clock."""
 
+    kind: str
+    system_prompt: str | None
+    max_context_tokens: int | None
+    params: GenerationParams
+    request_options: Mapping[str, Any]
+    history: list[dict[str, Any]]
+    template_now: float | None
+
+
+def save_session(engine: LlamaEngine, record: SavedSession, path: str | os.PathLike[str]) -> Path:
+    """Write ``record`` and ``engine``'s KV cache into the directory ``path`` (created; an existing
+    saved session there is replaced). Returns the directory."""
     data: dict[str, Any] = {
         "format": FORMAT,
-        "class": "TemplateTimeChatSession" if isinstance(session, TemplateTimeChatSession) else "ChatSession",
-        "model": _model_identity(session.engine),
-        "system_prompt": session.system_prompt,
-        "max_context_tokens": session.max_context_tokens,
-        "params": _params_to_json(session.params),
-        "request_options": session.request_options,
-        "history": session.history,
-        "template_now": session._clock(),
+        "class": record.kind,
+        "model": _model_identity(engine),
+        "system_prompt": record.system_prompt,
+        "max_context_tokens": record.max_context_tokens,
+        "params": _params_to_json(record.params),
+        "request_options": dict(record.request_options),
+        "history": record.history,
+        "template_now": record.template_now,
     }
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False)
@@ -85,18 +98,17 @@ def save_session(session: ChatSession, path: str | os.PathLike[str]) -> Path:
         raise LlamaStateException(f"{directory} exists and is not a saved session: choose another path",
                                   {"path": str(directory)})
     directory.mkdir(parents=True, exist_ok=True)
-    session.engine.save_state(directory / STATE_FILE)
+    engine.save_state(directory / STATE_FILE)
     tmp = directory / (SESSION_FILE + ".tmp")
     tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, directory / SESSION_FILE)
     return directory
 
 
-def load_session(engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSession:
-    """The session saved in ``path``, on ``engine`` (which must hold the same model), with the KV
-    cache restored. A failure leaves the engine's cache empty (the engine's own guarantee)."""
-    from .session import ChatSession, TemplateTimeChatSession
-
+def load_session(engine: LlamaEngine, path: str | os.PathLike[str], build: Callable[[SavedSession], T]) -> T:
+    """The session saved in ``path``, on ``engine`` (which must hold the same model): its record
+    turned into a session by ``build``, then the KV cache restored. A failure leaves the engine's
+    cache empty (the engine's own guarantee); a record ``build`` cannot take is a damaged file."""
     directory = Path(path)
     try:
         data = json.loads((directory / SESSION_FILE).read_text(encoding="utf-8"))
@@ -110,19 +122,11 @@ def load_session(engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSessi
             f"the session was saved with model {data.get('model')}, this engine holds {_model_identity(engine)}: "
             "load it on an engine of the same model file", {"path": str(directory)})
     try:
-        params = _params_from_json(data["params"])
-        options = dict(data["request_options"])
-        history = [dict(m) for m in data["history"]]
-        session: ChatSession
-        if data["class"] == "TemplateTimeChatSession":
-            session = TemplateTimeChatSession(engine, data["system_prompt"], template_now=data["template_now"],
-                                              max_context_tokens=data["max_context_tokens"], params=params,
-                                              **options)
-        else:
-            session = ChatSession(engine, data["system_prompt"], max_context_tokens=data["max_context_tokens"],
-                                  params=params, **options)
-    except (KeyError, TypeError, ValueError) as exc:
+        record = SavedSession(str(data["class"]), data["system_prompt"], data["max_context_tokens"],
+                              _params_from_json(data["params"]), dict(data["request_options"]),
+                              [dict(m) for m in data["history"]], data["template_now"])
+        session = build(record)
+    except (KeyError, TypeError, ValueError, LlamaRequestException) as exc:
         raise LlamaStateException(f"{directory / SESSION_FILE} is damaged: {exc!r}", {"path": str(directory)}) from exc
     engine.load_state(directory / STATE_FILE)
-    session.history = history
     return session

@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..chat.messages import ChatMessage
 from ..chat.oai import message_to_json
+from ..chat.request import ChatRequest
+from ..chat.request import request_options as checked_options
 from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
 from ..engine.params import GenerationParams
 from ..errors import LlamaContextException, LlamaStateException
+from .persistence import SavedSession, load_session, save_session
+from .tools import ToolLoopResult, run_tool_loop
 from .trimming import Fit, fit_history
-
-if TYPE_CHECKING:
-    from .tools import ToolLoopResult
 
 __all__ = ["ChatSession", "SessionStream", "TemplateTimeChatSession"]
 
@@ -109,7 +111,8 @@ class ChatSession:
         self.system_prompt = system_prompt
         self.max_context_tokens = max_context_tokens
         self.params = params or GenerationParams()
-        self.request_options = dict(request_options)
+        self.request_options = checked_options(request_options, "a ChatSession")
+        self.cancel_requested = False   # set by cancel(); the tool loop clears it when it starts
         self.history: list[dict[str, Any]] = []
         self.last_request_fit_context: bool | None = None
         self.last_request_dropped = 0
@@ -134,8 +137,8 @@ class ChatSession:
         head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return head + [dict(m) for m in self.history]
 
-    def _clock(self) -> float | None:
-        """The template clock of the next request (None: the wall clock)."""
+    def template_clock(self) -> float | None:
+        """The template clock of the next request, epoch seconds (None: the wall clock)."""
         return None
 
     # -- requests --------------------------------------------------------------------------------
@@ -169,8 +172,6 @@ class ChatSession:
     def send_with_tools(self, content: str | Sequence[Json] | None, tools: Sequence[Any], **kwargs: Any
                         ) -> ToolLoopResult:
         """Run the tool loop: see ``llamact.session.tools.run_tool_loop`` for the arguments."""
-        from .tools import run_tool_loop
-
         return run_tool_loop(self, content, tools, **kwargs)
 
     def create_structured(self, content: str | Sequence[Json] | None, output: Any, **kwargs: Any) -> Any:
@@ -186,46 +187,57 @@ class ChatSession:
         """Save the conversation and the engine's KV cache into the directory ``path``, so that
         ``ChatSession.load`` resumes it without evaluating the history again (see
         ``llamact.session.persistence``). Call it between requests, after the last reply."""
-        from .persistence import save_session
-
-        return save_session(self, path)
+        record = SavedSession(type(self).__name__, self.system_prompt, self.max_context_tokens, self.params,
+                              self.request_options, self.history, self.template_clock())
+        return save_session(self.engine, record, path)
 
     @classmethod
     def load(cls, engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSession:
         """The session saved in ``path`` (a ``ChatSession`` or ``TemplateTimeChatSession``, as saved)
         on ``engine``, its KV cache restored. Raises LlamaStateException for another model's session
         or a state the context cannot take, leaving the engine's cache empty."""
-        from .persistence import load_session
 
-        return load_session(engine, path)
+        def build(record: SavedSession) -> ChatSession:
+            options = dict(record.request_options)
+            session: ChatSession
+            if record.kind == "TemplateTimeChatSession":
+                session = TemplateTimeChatSession(engine, record.system_prompt, template_now=record.template_now,
+                                                  max_context_tokens=record.max_context_tokens,
+                                                  params=record.params, **options)
+            else:
+                session = ChatSession(engine, record.system_prompt, max_context_tokens=record.max_context_tokens,
+                                      params=record.params, **options)
+            session.history = [dict(m) for m in record.history]
+            return session
+
+        return load_session(engine, path, build)
 
     def cancel(self) -> None:
         """Stop the generation in progress (from any thread) and, in a tool loop, the loop."""
-        self._cancel_requested = True
+        self.cancel_requested = True
         self.engine.cancel()
-
-    _cancel_requested = False
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _options(self, **overrides: Any) -> dict[str, Any]:
-        options = {**self.request_options, **overrides}
-        options.setdefault("template_now", self._clock())
-        return options
+    def _request(self, messages: list[dict[str, Any]], **options: Any) -> ChatRequest:
+        """A request of this session: its options, then the call's; the template clock read once."""
+        options = {**self.request_options, **options}
+        options.setdefault("template_now", self.template_clock())
+        return ChatRequest(messages, **options)
 
     def fit(self, *, tools: Any = None, tool_choice: Any = "auto", params: GenerationParams | None = None,
             **options: Any) -> Fit:
         """Where the next request's history starts, and whether it fits (see the class doc)."""
         params = params or self.params
-        limit = self.engine.context.n_ctx
+        limit = self.engine.n_ctx
         if self.max_context_tokens is not None:
             limit = min(limit, self.max_context_tokens)
         budget = limit - max(params.max_tokens, 0)
-        opts = self._options(tools=tools, tool_choice=tool_choice, **options)
+        request = self._request([], tools=tools, tool_choice=tool_choice, **options)
         head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
 
         def count(history: Sequence[Mapping[str, Any]]) -> int:
-            prompt = self.engine.chat_template(head + list(history), **opts).prompt
+            prompt = self.engine.chat_template(replace(request, messages=head + list(history))).prompt
             return len(self.engine.tokenize(prompt, add_special=True, parse_special=True))
 
         return fit_history(self.history, count, budget)
@@ -234,13 +246,14 @@ class ChatSession:
                          params: GenerationParams | None = None, **options: Any) -> Any:
         """The ``ChatTemplateResult`` (prompt, grammar, ...) the next request would be sent with: the
         fitted history answered as it stands (raises LlamaContextException when it does not fit)."""
-        options.setdefault("template_now", self._clock())
-        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
-        return self.engine.chat_template(messages, tools=tools, tool_choice=tool_choice, **self._options(**options))
+        return self.engine.chat_template(self._fitted_request(tools=tools, tool_choice=tool_choice, params=params,
+                                                              **options))
 
-    def _request_messages(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None,
-                          **options: Any) -> list[dict[str, Any]]:
+    def _fitted_request(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None,
+                        **options: Any) -> ChatRequest:
+        """The next request: the history fitted into the context (see the class doc)."""
         params = params or self.params
+        options.setdefault("template_now", self.template_clock())  # one clock for the budget and the prompt
         fit = self.fit(tools=tools, tool_choice=tool_choice, params=params, **options)
         self.last_request_fit_context = fit.fits
         self.last_request_dropped = fit.start
@@ -248,18 +261,15 @@ class ChatSession:
         if not fit.fits:
             raise LlamaContextException(
                 f"the newest turn with the system prompt renders to {fit.n_tokens} prompt tokens, more than "
-                f"the {self.max_context_tokens or self.engine.context.n_ctx} token context minus the "
+                f"the {self.max_context_tokens or self.engine.n_ctx} token context minus the "
                 f"reply's {max(params.max_tokens, 0)}; shorten the message or raise n_ctx",
                 {"prompt_tokens": fit.n_tokens, "dropped": fit.start})
         head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return head + self.history[fit.start:]
+        return self._request(head + self.history[fit.start:], tools=tools, tool_choice=tool_choice, **options)
 
     def _start(self, *, tools: Any, tool_choice: Any, params: GenerationParams | None, **options: Any) -> ChatStream:
-        params = params or self.params
-        options.setdefault("template_now", self._clock())  # one clock for the budget and the prompt
-        messages = self._request_messages(tools=tools, tool_choice=tool_choice, params=params, **options)
-        return self.engine.create(messages, tools=tools, tool_choice=tool_choice, params=params,
-                                  **self._options(**options))
+        request = self._fitted_request(tools=tools, tool_choice=tool_choice, params=params, **options)
+        return self.engine.create(request, params=params or self.params)
 
     def _record_reply(self, message: ChatMessage, continuing: bool) -> None:
         reply = message_to_json(message)
@@ -282,7 +292,7 @@ class TemplateTimeChatSession(ChatSession):
         super().__init__(engine, system_prompt, **kwargs)
         self.template_now = template_now
 
-    def _clock(self) -> float | None:
+    def template_clock(self) -> float | None:
         now = self.template_now
         if now is None:
             return None

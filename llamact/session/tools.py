@@ -30,16 +30,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from ..engine.chat_types import ChatCompletion
 from ..engine.params import GenerationParams
 from ..errors import LlamaContextException
 from .tool_functions import Tool, as_tool, tool_result_text
 
-if TYPE_CHECKING:
-    from .session import ChatSession
+__all__ = ["Conversation", "LoopStopReason", "ToolCallRequest", "ToolLoopResult", "run_tool_loop"]
 
-__all__ = ["LoopStopReason", "ToolCallRequest", "ToolLoopResult", "run_tool_loop"]
+
+class Conversation(Protocol):
+    """What the loop drives (a ``ChatSession``): a history it appends to, the default generation
+    settings, a cancel flag, and ``send`` -- one request answering the history, its reply recorded."""
+
+    history: list[dict[str, Any]]
+    params: GenerationParams
+    cancel_requested: bool
+
+    def send(self, content: Any = None, **kwargs: Any) -> ChatCompletion: ...
 
 LoopStopReason = Literal["completed", "max_rounds", "unhandled_tool_calls", "context_exceeded", "truncated",
                      "cancelled"]
@@ -102,7 +111,7 @@ def _run_call(call: ToolCallRequest, on_tool_call: OnToolCall | None,
     return tool_result_text(value)
 
 
-def run_tool_loop(session: ChatSession, content: Any,
+def run_tool_loop(session: Conversation, content: Any,
                   tools: Sequence[Tool | Callable[..., Any] | Mapping[str, Any]], *,
                   max_rounds: int = 5, tool_choice: Any = "auto", on_tool_call: OnToolCall | None = None,
                   on_tool_error: OnToolError | Literal["raise"] | None = None,
@@ -125,7 +134,7 @@ def run_tool_loop(session: ChatSession, content: Any,
     table = {t.name: t for t in map(as_tool, tools)}
     specs = [t.spec for t in table.values()]
     params = params or session.params
-    session._cancel_requested = False
+    session.cancel_requested = False
     start = len(session.history)
     if content is not None:
         session.history.append({"role": "user", "content": content if isinstance(content, str) else list(content)})
@@ -136,7 +145,7 @@ def run_tool_loop(session: ChatSession, content: Any,
     choice = tool_choice
     completion = None
     for round_no in range(1, max_rounds + 1):
-        if session._cancel_requested:
+        if session.cancel_requested:
             return result("cancelled", round_no - 1, completion=completion)
         mark = len(session.history)
         try:
@@ -145,7 +154,7 @@ def run_tool_loop(session: ChatSession, content: Any,
             return result("context_exceeded", round_no - 1, completion=completion)
         choice = "auto"
         reason: LoopStopReason | None = None
-        if completion.finish_reason == "cancelled" or session._cancel_requested:
+        if completion.finish_reason == "cancelled" or session.cancel_requested:
             reason = "cancelled"
         elif completion.finish_reason == "length":
             hit_max = 0 < params.max_tokens <= completion.usage.completion_tokens

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from llamact.chat import ChatRequestError, apply_chat_template, chat_inputs
-from llamact.chat.named_grammar import call_only_arena, call_only_grammar
+from llamact.chat.deviations.named_grammar import call_only_arena, call_only_grammar
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
 from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
 from llamact.grammar import GbnfAcceptor, parse_gbnf

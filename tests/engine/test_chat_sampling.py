@@ -24,7 +24,7 @@ from llamact.engine.chat_sampling import (
     generation_prompt_tokens,
     regex_escape,
 )
-from llamact.errors import LlamaInferenceException, LlamaStateException
+from llamact.errors import LlamaInferenceException, LlamaRequestException, LlamaStateException
 from llamact.native.reasoning_budget import UNLIMITED
 
 pytestmark = pytest.mark.model
@@ -182,7 +182,8 @@ def test_budget_is_created_exactly_when_upstream_creates_it(engine: LlamaEngine,
 
 @pytest.mark.parametrize("bad", [-2, 2**31, 1.5, True])
 def test_bad_budget_values(engine: LlamaEngine, base: ChatTemplateResult, bad: object) -> None:
-    with pytest.raises(LlamaInferenceException, match="thinking_budget_tokens"):
+    # a request option: the request's error (the server answers it with 400)
+    with pytest.raises(LlamaRequestException, match="thinking_budget_tokens"):
         chat_sampling_plan(engine, base, GREEDY, bad)  # type: ignore[arg-type]
 
 

@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...errors import LlamaException
+from ...errors import LlamaUnsupportedException
 from ..tagged_parser import TaggedPegParser, build_tagged_peg_parser
 from .model import ToolArgumentsAnalysis, ToolFormatAnalysis, ToolFunctionAnalysis, ToolIdAnalysis, ToolsAnalysis
 from .variants import TemplateProbe
@@ -20,7 +20,7 @@ __all__ = ["AutoparserAnalysisError", "ToolsDraft", "find_first_marker", "find_l
            "substr_error"]
 
 
-class AutoparserAnalysisError(LlamaException):
+class AutoparserAnalysisError(LlamaUnsupportedException):
     """Upstream's analysis throws on this template (e.g. the tool call it renders is not JSON); the
     message is upstream's where the error is a C++ library one."""
 

@@ -1,4 +1,4 @@
-"""Named tool choice (DESIGN deviation 9): ``tool_choice={"type": "function", "function": {"name": N}}``
+"""Named tool choice (docs/design.md, deviation 9): ``tool_choice={"type": "function", "function": {"name": N}}``
 forces an immediate call of N.
 
     apply_named_tool(templates, inputs) -> ChatTemplateResult      (``inputs.named_tool`` set)
@@ -48,13 +48,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..errors import LlamaUnsupportedException
-from .apply import ChatTemplateInputs, upstream_apply
+from ...errors import LlamaUnsupportedException
+from ..apply import ChatTemplateInputs, upstream_apply
+from ..oai import ChatRequestError, ChatTool
+from ..render import CONTINUATION_NONE, TOOL_CHOICE_REQUIRED
+from ..result import ChatTemplateResult
+from ..templates import ChatTemplates
 from .named_grammar import call_only_grammar
-from .oai import ChatRequestError, ChatTool
-from .render import CONTINUATION_NONE, TOOL_CHOICE_REQUIRED
-from .result import ChatTemplateResult
-from .templates import ChatTemplates
 
 __all__ = ["apply_named_tool", "require_tool"]
 

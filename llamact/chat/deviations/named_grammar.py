@@ -1,4 +1,4 @@
-"""The grammar of a forced tool call, derived from a family's own parser (DESIGN deviation 9).
+"""The grammar of a forced tool call, derived from a family's own parser (docs/design.md, deviation 9).
 
     call_only_arena(arena) -> Arena | None      the parser with no room left for content
     call_only_grammar(arena) -> str | None      its GBNF (not lazy; begins where the family's does)
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ..peg.arena import (
+from ...peg.arena import (
     Ac,
     And,
     Arena,
@@ -48,8 +48,8 @@ from ..peg.arena import (
     Space,
     Tag,
 )
-from ..peg.gbnf import arena_to_gbnf
-from .peg_builder import CONTENT, TOOL, TOOL_NAME
+from ...peg.gbnf import arena_to_gbnf
+from ..peg_builder import CONTENT, TOOL, TOOL_NAME
 
 __all__ = ["call_only_arena", "call_only_grammar"]
 
