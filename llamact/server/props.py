@@ -74,18 +74,13 @@ def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
 def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slots: int,
                n_predict: int) -> dict[str, Any]:
     """The /props object for a loaded engine serving ``n_slots`` slots."""
-    templates = engine.chat_template_set()
-    vocab = engine.model.vocab
-
-    def piece(token: int | None) -> str:
-        return "" if token is None else vocab.token_to_piece(token, special=True).decode("utf-8", errors="replace")
-
+    templates = engine.templates()
     body: dict[str, Any] = {
         "default_generation_settings": {"params": default_params(GenerationParams(), n_predict),
-                                        "n_ctx": engine.context.n_ctx // max(1, n_slots)},
+                                        "n_ctx": engine.n_ctx // max(1, n_slots)},
         "total_slots": n_slots,
         "model_alias": model_alias,
-        "model_ftype": engine.model.ftype_name,
+        "model_ftype": engine.model_ftype,
         "model_path": model_path,
         "modalities": {"vision": False, "video": False, "audio": False},   # text models only
         "media_marker": "",   # no media input: nothing marks it
@@ -96,8 +91,8 @@ def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slot
         "ui_settings": {},
         "chat_template": templates.default.source,
         "chat_template_caps": templates.default.caps.to_map(),
-        "bos_token": piece(vocab.bos),
-        "eos_token": piece(vocab.eos),
+        "bos_token": engine.bos_token,
+        "eos_token": engine.eos_token,
         "build_info": system_fingerprint(),
         "is_sleeping": False,
         "cors_proxy_enabled": False,

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..engine.batched import BatchScheduler, SequenceStream
 from ..engine.chat_completion import ChatStream
-from .worker import _END, _ERROR, _ITEM, Job
+from .worker import END, ERROR, ITEM, Job
 
 __all__ = ["SlotRunner"]
 
@@ -52,7 +52,7 @@ class SlotRunner:
         """Run ``start(scheduler)`` (a ``ChatStream`` or ``SequenceStream`` of the scheduler) on the
         preparing pool; the job yields what the stream yields, then ends with ``finish(stream)``."""
         self._loop = asyncio.get_running_loop()
-        job = Job(self, self._loop)   # type: ignore[arg-type]  # Job needs only _abort() of its worker
+        job = Job(self._loop, self._abort)
         with self._lock:
             self.n_waiting += 1
         self._prepare.submit(self._start, job, start, finish)
@@ -67,7 +67,7 @@ class SlotRunner:
         try:
             stream = start(self.backend)
         except BaseException as exc:   # delivered to the request
-            self._post(job, _ERROR, exc)
+            self._post(job, ERROR, exc)
             self._flush()
             return
         chat = stream if isinstance(stream, ChatStream) else None
@@ -77,18 +77,18 @@ class SlotRunner:
             if item is SequenceStream.END:
                 with self._lock:
                     self.n_cancelled += 1
-                self._post(job, _END, None)
+                self._post(job, END, None)
                 return
             if isinstance(item, BaseException):
-                self._post(job, _ERROR, item)
+                self._post(job, ERROR, item)
                 return
             try:
                 for out in (chat.push(item) if chat is not None else (item,)):
-                    self._post(job, _ITEM, out)
+                    self._post(job, ITEM, out)
                 if item.stop_reason is not None:
-                    self._post(job, _END, finish(stream) if finish is not None else None)
+                    self._post(job, END, finish(stream) if finish is not None else None)
             except BaseException as exc:   # the parser's error ends the request (as iterating would)
-                self._post(job, _ERROR, exc)
+                self._post(job, ERROR, exc)
                 generation.interrupt()
 
         job.stream = stream
@@ -127,6 +127,6 @@ class SlotRunner:
 
 def _dispatch(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, int, Any]], written: threading.Event) -> None:
     for job, kind, value in items:
-        job._queue.put_nowait((kind, value))
+        job.push(kind, value)
     # the requests' tasks woken above run before this (FIFO): each writes its events, then waits again
     loop.call_soon(written.set)

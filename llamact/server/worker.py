@@ -23,31 +23,39 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["EngineWorker", "Job"]
+__all__ = ["END", "ERROR", "ITEM", "EngineWorker", "Job"]
 
-_ITEM, _END, _ERROR = 0, 1, 2
+# what a job delivers: an item of its stream, its end (with finish(stream)'s value), or its error
+ITEM, END, ERROR = 0, 1, 2
 
 
 class Job:
-    """One request on the worker: an async iterator of what its stream yields, then its final value."""
+    """One request on a worker: an async iterator of what its stream yields, then its final value.
+    The worker delivers with ``post`` (any thread) or ``push`` (the event loop's thread); ``cancel()``
+    (the event loop) asks the worker to stop it through ``abort(job)``."""
 
-    def __init__(self, worker: EngineWorker, loop: asyncio.AbstractEventLoop) -> None:
-        self._worker = worker
+    def __init__(self, loop: asyncio.AbstractEventLoop, abort: Callable[[Job], None]) -> None:
         self._loop = loop
+        self._abort = abort
         self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
         self.cancelled = threading.Event()
         self.result: Any = None     # finish(stream)'s value, once the stream ended
         self.stream: Any = None     # the running stream, once started
 
-    def _put(self, kind: int, value: Any) -> None:
+    def push(self, kind: int, value: Any) -> None:
+        """Deliver ``value`` (ITEM, END or ERROR), on the event loop's thread."""
+        self._queue.put_nowait((kind, value))
+
+    def post(self, kind: int, value: Any) -> None:
+        """Deliver ``value`` from any thread."""
         try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, (kind, value))
+            self._loop.call_soon_threadsafe(self.push, kind, value)
         except RuntimeError:   # the event loop is closed: the server is shutting down
             self.cancelled.set()
 
     def cancel(self) -> None:
         self.cancelled.set()
-        self._worker._abort(self)
+        self._abort(self)
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._items()
@@ -55,9 +63,9 @@ class Job:
     async def _items(self) -> AsyncIterator[Any]:
         while True:
             kind, value = await self._queue.get()
-            if kind == _ITEM:
+            if kind == ITEM:
                 yield value
-            elif kind == _END:
+            elif kind == END:
                 self.result = value
                 return
             else:
@@ -83,7 +91,7 @@ class EngineWorker:
     def submit(self, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None = None) -> Job:
         """Run ``start(engine)`` (a stream: an iterator with ``close()``) on the worker; the job yields
         its items, then ends with ``finish(stream)`` as ``job.result``."""
-        job = Job(self, asyncio.get_running_loop())
+        job = Job(asyncio.get_running_loop(), self._abort)
         with self._lock:
             self.n_waiting += 1
         self._executor.submit(self._run, job, start, finish)
@@ -105,16 +113,16 @@ class EngineWorker:
                 for item in stream:
                     if job.cancelled.is_set():
                         break
-                    job._put(_ITEM, item)
+                    job.post(ITEM, item)
                 if job.cancelled.is_set():
                     with self._lock:
                         self.n_cancelled += 1
                 else:
-                    job._put(_END, finish(stream) if finish is not None else None)
+                    job.post(END, finish(stream) if finish is not None else None)
             finally:
                 stream.close()
         except BaseException as exc:   # delivered to the request; the worker thread goes on
-            job._put(_ERROR, exc)
+            job.post(ERROR, exc)
         finally:
             with self._lock:
                 self._running.discard(job)

@@ -6,21 +6,23 @@ import re
 
 import pytest
 
-from llamact.server.requests import RequestDefaults, RequestError, chat_request
+from llamact.errors import LlamaRequestException
+from llamact.server.protocol import RequestDefaults, read_chat
 
 HELLO = [{"role": "user", "content": "Hi"}]
 TOOL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
 
-def params_of(body: dict) -> object:
-    return chat_request(body, RequestDefaults()).create_kwargs["params"]
+def request_of(body: dict) -> object:
+    return read_chat(body, RequestDefaults()).request
 
 
 def test_logprobs_ask_twenty_alternatives_unless_told() -> None:
-    assert (params_of({"messages": HELLO, "logprobs": True}).top_logprobs, True) == (20, True)
-    params = params_of({"messages": HELLO, "logprobs": True, "top_logprobs": 2})
-    assert (params.logprobs, params.top_logprobs) == (True, 2)
-    assert params_of({"messages": HELLO}).logprobs is False
+    request = request_of({"messages": HELLO, "logprobs": True})
+    assert (request.logprobs, request.top_logprobs) == (True, 20)
+    request = request_of({"messages": HELLO, "logprobs": True, "top_logprobs": 2})
+    assert (request.logprobs, request.top_logprobs) == (True, 2)
+    assert request_of({"messages": HELLO}).logprobs is None
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -29,5 +31,5 @@ def test_logprobs_ask_twenty_alternatives_unless_told() -> None:
     ({"logprobs": True, "top_logprobs": 999}, "top_logprobs must be an integer from 0 to"),
 ])
 def test_logprobs_refusals(body: dict, message: str) -> None:
-    with pytest.raises(RequestError, match=re.escape(message)):
-        chat_request({"messages": HELLO, **body}, RequestDefaults())
+    with pytest.raises(LlamaRequestException, match=re.escape(message)):
+        read_chat({"messages": HELLO, **body}, RequestDefaults())

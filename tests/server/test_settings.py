@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from llamact.server.requests import RequestDefaults, RequestError, chat_request, completion_request
+from llamact.errors import LlamaRequestException
+from llamact.server.protocol import RequestDefaults, RequestError, read_chat, read_completion
 from llamact.server.settings import load_settings
+
+TOOL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
 
 def test_flags_win_over_the_environment_over_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,28 +35,28 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
 
 
 def test_raw_completion_fields_as_llama_server_reads_them() -> None:
-    req = completion_request({"prompt": "Hi", "n_probs": 3, "json_schema": {}}, RequestDefaults())
+    req = read_completion({"prompt": "Hi", "n_probs": 3, "json_schema": {}}, RequestDefaults())
     assert (req.params.logprobs, req.params.top_logprobs) == (True, 3)
     assert req.params.grammar and "root" in req.params.grammar          # an empty schema: any object
-    both = completion_request({"prompt": "Hi", "json_schema": {"type": "string"}, "grammar": 'root ::= "x"'},
+    both = read_completion({"prompt": "Hi", "json_schema": {"type": "string"}, "grammar": 'root ::= "x"'},
                               RequestDefaults())
     assert both.params.grammar == 'root ::= "x"'                          # grammar wins, as upstream
-    assert completion_request({"prompt": "Hi", "n_probs": 0}, RequestDefaults()).params.logprobs is False
+    assert read_completion({"prompt": "Hi", "n_probs": 0}, RequestDefaults()).params.logprobs is False
     with pytest.raises(RequestError, match="json_schema"):
-        completion_request({"prompt": "Hi", "json_schema": {"type": "no-such-type"}}, RequestDefaults())
+        read_completion({"prompt": "Hi", "json_schema": {"type": "no-such-type"}}, RequestDefaults())
 
 
 def test_chat_fields_as_llama_server_reads_them() -> None:
-    req = chat_request({"messages": [], "max_completion_tokens": 7, "stop": "x", "stream": True,
-                        "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False},
-                        "logit_bias": {"5": -1.5, "6": False}, "seed": 3}, RequestDefaults())
-    params = req.create_kwargs["params"]
-    assert (req.stream, req.include_usage) == (True, True)
+    call = read_chat({"messages": [], "max_completion_tokens": 7, "stop": "x", "stream": True,
+                      "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False},
+                      "logit_bias": {"5": -1.5, "6": False}, "seed": 3}, RequestDefaults())
+    params = call.params
+    assert (call.stream, call.include_usage) == (True, True)
     assert (params.max_tokens, params.stop, params.seed) == (7, ("x",), 3)
     assert params.logit_bias == {5: -1.5, 6: float("-inf")}
-    assert req.create_kwargs["enable_thinking"] is False
-    assert chat_request({"messages": [], "reasoning_effort": "none"}, RequestDefaults()).create_kwargs[
-        "enable_thinking"] is False
+    assert call.request.inputs.enable_thinking is False
+    assert read_chat({"messages": [], "reasoning_effort": "none"}, RequestDefaults()).request.inputs.enable_thinking \
+        is False
 
 
 @pytest.mark.parametrize("body, message", [
@@ -60,11 +64,23 @@ def test_chat_fields_as_llama_server_reads_them() -> None:
     ({"messages": {}}, "Expected 'messages' to be an array"),
     ({"messages": [], "chat_template_kwargs": {"enable_thinking": "yes"}}, 'invalid type for "enable_thinking"'),
     ({"messages": [], "n": 2}, "Only one completion choice is allowed"),
-    ({"messages": [], "tools": [{}], "grammar": "root ::= x"}, "Cannot use custom grammar constraints with tools."),
+    ({"messages": [], "tools": TOOL, "grammar": 'root ::= "x"'}, "Cannot use custom grammar constraints with tools."),
+    ({"messages": [], "tools": [{}]}, "Failed to parse tools: Missing tool type"),   # upstream's text
+    ({"messages": [], "grammar": "root ::= x"}, "Failed to parse grammar ('grammar'): invalid GBNF grammar: undefined rule 'x'"),
     ({"messages": [], "temperature": "hot"}, "'temperature' must be a number"),
     ({"messages": [], "n_probs": 21}, "'n_probs' above 20 is not supported"),
     ({"messages": [], "n_probs": 2, "post_sampling_probs": True}, "'post_sampling_probs' is not supported"),
 ])
 def test_bad_chat_fields_are_request_errors(body: dict[str, object], message: str) -> None:
-    with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        chat_request(body, RequestDefaults())
+    with pytest.raises(LlamaRequestException, match=re.escape(message)):
+        read_chat(body, RequestDefaults())
+
+
+def test_the_enable_thinking_kwarg_is_read_as_upstream_reads_it() -> None:
+    # upstream reads the kwarg's JSON text: true / false switch thinking, a string is refused, anything
+    # else (a number) leaves the server's default (the old reading refused numbers too)
+    def thinking(value: object) -> bool:
+        body = {"messages": [], "chat_template_kwargs": {"enable_thinking": value}}
+        return read_chat(body, RequestDefaults(enable_thinking=True)).request.inputs.enable_thinking
+
+    assert (thinking(False), thinking(True), thinking(1)) == (False, True, True)

@@ -1,0 +1,429 @@
+"""The server's wire format: HTTP bodies read into requests, results written as llama-server's JSON.
+
+    read_chat(body, defaults) -> ChatCall              a ChatRequest, its GenerationParams, stream flags
+    read_completion(body, defaults) -> CompletionCall  a raw prompt, its GenerationParams
+    error_body(message, kind, code) / exception_response(exc)     llama-server's error shape
+
+What enters: the decoded JSON body and the server's defaults (``ServerSettings``), read as llama-server
+reads them (``oaicompat_chat_params_parse`` in tools/server/server-common.cpp, ``params_from_json_cmpl``
+for the sampling fields). The chat fields are one table of (body field -> ``ChatRequest`` option,
+reader); the request's own checks (tools with a grammar, json_schema with a grammar, the
+``enable_thinking`` kwarg, ``reasoning_effort: "none"``, ...) run once, in ``ChatRequest``.
+
+What leaves: ``ChatCall`` / ``CompletionCall``; responses in OpenAI's shape. Errors: a field the server
+refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's message where upstream has
+one); ``exception_response`` answers a request error 400 ``invalid_request_error``, a prompt that does
+not fit 400 ``exceed_context_size_error``, something unsupported 501, and anything else 500
+``server_error`` (a template that fails to render, a failed decode: llama-server's ``std::exception``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from ..chat.request import ChatRequest
+from ..engine import GenerationParams
+from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
+from ..errors import LlamaContextException, LlamaException, LlamaRequestException, LlamaUnsupportedException
+from ..grammar.builder import json_schema_to_grammar
+from ..grammar.gbnf import GbnfError, parse_gbnf
+
+Json = Any
+log = logging.getLogger("llamact.server")
+
+__all__ = ["ChatCall", "CompletionCall", "RequestDefaults", "RequestError", "error_body", "error_response",
+           "exception_response", "generation_params", "read_chat", "read_completion"]
+
+
+class RequestError(LlamaRequestException):
+    """A request the server refuses as it stands (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class RequestDefaults:
+    """What a request gets for the fields it leaves out (the server's command line)."""
+
+    model_name: str = ""
+    n_predict: int = -1
+    reasoning_format: str = "deepseek"
+    enable_thinking: bool = True
+    # upstream's default for a request without the field: the template's caps
+    parallel_tool_calls: bool = False
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """A chat completion body: the request, its generation settings, how to answer."""
+
+    request: ChatRequest
+    params: GenerationParams
+    stream: bool
+    include_usage: bool
+
+
+@dataclass(frozen=True)
+class CompletionCall:
+    """A raw completion body. Its usage rides on the last event whatever ``stream_options`` says
+    (llama-server's ``to_json_oaicompat``)."""
+
+    prompt: str | list[int]
+    params: GenerationParams
+    stream: bool
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def error_body(message: str, kind: str, code: int) -> Json:
+    return {"error": {"code": code, "message": message, "type": kind}}
+
+
+def error_response(message: str, kind: str = "invalid_request_error", code: int = 400) -> JSONResponse:
+    return JSONResponse(error_body(message, kind, code), status_code=code)
+
+
+def error_kind(exc: BaseException) -> tuple[str, int]:
+    """llama-server's error type and status for a failure (``ex_wrapper``, ``format_error_response``)."""
+    if isinstance(exc, LlamaRequestException):
+        return "invalid_request_error", 400
+    if isinstance(exc, LlamaContextException):
+        return "exceed_context_size_error", 400
+    if isinstance(exc, LlamaUnsupportedException):
+        return "not_supported_error", 501
+    return "server_error", 500
+
+
+def exception_response(exc: BaseException) -> JSONResponse:
+    """The answer to a request that failed before its first event (see the module docstring)."""
+    kind, code = error_kind(exc)
+    if not isinstance(exc, LlamaException):
+        log.exception("request failed", exc_info=exc)
+        return error_response(f"{type(exc).__name__}: {exc}", kind, code)
+    return error_response(str(exc), kind, code)
+
+
+# -- field readers ----------------------------------------------------------------------------------
+
+
+def _number(body: Json, name: str, kind: type) -> Any:
+    value = body[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(f"'{name}' must be a number, got {type(value).__name__}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise RequestError(f"'{name}' must be an integer, got {value}")
+        return int(value)
+    if not math.isfinite(value):
+        raise RequestError(f"'{name}' must be a finite number, got {value}")
+    return float(value)
+
+
+def _bool(body: Json, name: str) -> bool:
+    if not isinstance(body[name], bool):
+        raise RequestError(f"'{name}' must be a boolean")
+    return bool(body[name])
+
+
+def _object(body: Json, name: str) -> Json:
+    value = body[name]
+    if not isinstance(value, dict):
+        raise RequestError(f"'{name}' must be an object")
+    return value or None
+
+
+def _string(body: Json, name: str) -> str:
+    if not isinstance(body[name], str):
+        raise RequestError(f"'{name}' must be a string")
+    return str(body[name])
+
+
+def _lenient_string(body: Json, name: str) -> str:
+    """``json_value(body, name, "")``: a string field, "" when it is not a string."""
+    value = body[name]
+    return value if isinstance(value, str) else ""
+
+
+def _as_is(body: Json, name: str) -> Json:
+    return body[name]
+
+
+# llama-server's sampling fields (params_from_json_cmpl) and the GenerationParams field each sets
+_FLOAT_FIELDS = {
+    "temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "typical_p": "typical_p",
+    "top_n_sigma": "top_n_sigma", "xtc_probability": "xtc_probability", "xtc_threshold": "xtc_threshold",
+    "dynatemp_range": "dynatemp_range", "dynatemp_exponent": "dynatemp_exponent",
+    "repeat_penalty": "repeat_penalty", "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty", "dry_multiplier": "dry_multiplier", "dry_base": "dry_base",
+    "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta",
+}
+_INT_FIELDS = {
+    "top_k": "top_k", "repeat_last_n": "repeat_last_n", "dry_allowed_length": "dry_allowed_length",
+    "dry_penalty_last_n": "dry_penalty_last_n", "mirostat": "mirostat", "min_keep": "min_keep",
+}
+
+# A chat body's fields that are ChatRequest options: (body field, option, reader). Absent or null
+# fields keep the option's default (or the server's, below).
+_CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
+    ("tools", "tools", _as_is),
+    ("tool_choice", "tool_choice", _as_is),
+    ("parallel_tool_calls", "parallel_tool_calls", _bool),
+    ("reasoning_format", "reasoning_format", _string),
+    ("response_format", "response_format", _as_is),
+    ("chat_template_kwargs", "chat_template_kwargs", _object),
+    ("reasoning_effort", "reasoning_effort", _as_is),
+    ("continue_final_message", "continue_final_message", _as_is),
+    ("add_generation_prompt", "add_generation_prompt", _bool),
+    ("grammar", "grammar", _string),
+    ("reasoning_budget_message", "reasoning_budget_message", _lenient_string),
+    ("thinking_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
+    ("reasoning_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
+)
+
+
+def _logit_bias(value: Json) -> dict[int, float]:
+    """OpenAI's ``{"token id": bias}`` or llama-server's ``[[id, bias], ...]`` (``false`` bans)."""
+    pairs = value.items() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if pairs is None:
+        raise RequestError("'logit_bias' must be an object of token ids to biases, or a list of [id, bias] pairs")
+    bias: dict[int, float] = {}
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise RequestError(f"'logit_bias' entry {pair!r} is not a [token id, bias] pair")
+        token, weight = pair
+        try:
+            token_id = int(token)
+        except (TypeError, ValueError):
+            raise RequestError(f"'logit_bias' key {token!r} is not a token id") from None
+        if weight is False:
+            bias[token_id] = float("-inf")
+        elif isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            bias[token_id] = float(weight)
+        else:
+            raise RequestError(f"'logit_bias' value for token {token_id} must be a number or false")
+    return bias
+
+
+def _stop(body: Json) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        return [stop]
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return stop
+    raise RequestError("'stop' must be a string or a list of strings")
+
+
+def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams:
+    """The sampling and stopping fields of a chat or completion request."""
+    values: dict[str, Any] = {}
+    for name, target in _FLOAT_FIELDS.items():
+        if body.get(name) is not None:
+            values[target] = _number(body, name, float)
+    for name, target in _INT_FIELDS.items():
+        if body.get(name) is not None:
+            values[target] = _number(body, name, int)
+    # llama-server: n_predict, else max_tokens, else max_completion_tokens (OpenAI's newer name)
+    n_predict = defaults.n_predict
+    for name in ("max_completion_tokens", "max_tokens", "n_predict"):
+        if body.get(name) is not None:
+            n_predict = _number(body, name, int)
+    values["max_tokens"] = n_predict if n_predict >= 0 else -1
+    if body.get("seed") is not None:
+        seed = _number(body, "seed", int)
+        values["seed"] = None if seed < 0 else seed   # -1: a random seed, as upstream's LLAMA_DEFAULT_SEED
+    if body.get("logit_bias") is not None:
+        values["logit_bias"] = _logit_bias(body["logit_bias"])
+    if "cache_prompt" in body:
+        values["cache_prompt"] = _bool(body, "cache_prompt")
+    values["stop"] = _stop(body)
+    if body.get("post_sampling_probs") is True:   # probabilities after the sampler chain: not computed here
+        raise RequestError("'post_sampling_probs' is not supported: llamact's logprobs are those of the raw "
+                           "logits (llama-server's default)")
+    if body.get("n_probs") is not None:   # llama-server's own field: each token's top n_probs alternatives
+        n_probs = _number(body, "n_probs", int)
+        if n_probs > MAX_TOP_LOGPROBS:
+            raise RequestError(f"'n_probs' above {MAX_TOP_LOGPROBS} is not supported")
+        if n_probs > 0:
+            values["logprobs"], values["top_logprobs"] = True, n_probs
+    if body.get("n", 1) != 1:
+        raise RequestError("Only one completion choice is allowed")
+    try:
+        return GenerationParams(**values)
+    except LlamaException as exc:
+        raise RequestError(str(exc)) from exc
+
+
+def _stream(body: Json) -> bool:
+    return _bool(body, "stream") if "stream" in body else False
+
+
+def _include_usage(body: Json) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise RequestError("'stream_options' must be an object")
+    return bool(options.get("include_usage", False))
+
+
+def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
+    """OpenAI's ``logprobs`` / ``top_logprobs`` as oaicompat_chat_params_parse reads them: ``logprobs:
+    true`` asks for ``top_logprobs`` alternatives (20 when absent); not with tools and stream at once."""
+    if body.get("logprobs") is True:
+        if tools_and_stream:
+            raise RequestError("logprobs is not supported with tools + stream")
+        top = body.get("top_logprobs")
+        top = top if isinstance(top, int) and not isinstance(top, bool) else MAX_TOP_LOGPROBS
+        try:
+            check_top_logprobs(top)
+        except LlamaException as exc:
+            raise RequestError(str(exc)) from None
+        return {"logprobs": True, "top_logprobs": top}
+    if body.get("top_logprobs") is not None:
+        raise RequestError("top_logprobs requires logprobs to be set to true")
+    return {}
+
+
+def _check_grammar(text: str, field: str = "grammar") -> str:
+    """A grammar from a request, checked before any generation: llama-server answers one that does not
+    parse with 400 ("Failed to parse grammar"); llamact's front end says where."""
+    try:
+        parse_gbnf(text)
+    except GbnfError as exc:
+        raise RequestError(f"Failed to parse grammar ('{field}'): {exc}") from None
+    return text
+
+
+def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
+    """A ``/v1/chat/completions`` (or ``/apply-template``) body."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    if "messages" not in body:
+        raise RequestError("'messages' is required")
+    if not isinstance(body["messages"], list):
+        raise RequestError("Expected 'messages' to be an array")
+    stream = _stream(body)
+    options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
+                               "reasoning_format": defaults.reasoning_format,
+                               "enable_thinking": defaults.enable_thinking,
+                               "upstream_compat": True}   # llama-server's events, deltas and all
+    for name, option, read in _CHAT_FIELDS:
+        if body.get(name) is not None:
+            options[option] = read(body, name)
+    if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
+        options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
+    if options.get("grammar"):
+        _check_grammar(options["grammar"])
+    options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
+    params = generation_params(body, defaults)
+    return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
+
+
+def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
+    """A ``/v1/completions`` body."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        pass
+    elif not isinstance(prompt, str) or not prompt:
+        raise RequestError("'prompt' must be a non-empty string or a list of token ids")
+    stream = _stream(body)
+    return CompletionCall(prompt, replace(generation_params(body, defaults), grammar=_raw_grammar(body)), stream)
+
+
+def _raw_grammar(body: Json) -> str | None:
+    """A raw completion's constraint as llama-server reads it: ``json_schema`` (converted; an empty
+    object means any object) unless ``grammar`` is given, else the ``grammar`` string."""
+    if "json_schema" in body and "grammar" not in body:
+        schema = body["json_schema"]
+        if isinstance(schema, dict) and not schema:
+            schema = {"type": "object"}
+        try:
+            return json_schema_to_grammar(schema)
+        except LlamaException as exc:
+            raise RequestError(f'"json_schema": {exc}') from None
+    grammar = body.get("grammar")
+    if grammar is None:
+        return None
+    if not isinstance(grammar, str):
+        raise RequestError("'grammar' must be a string")
+    return _check_grammar(grammar) if grammar else None
+
+
+# -- responses --------------------------------------------------------------------------------------
+
+
+def without_stop_entries(entries: list[Any], stop_string: str | None,
+                         tokenize: Callable[..., list[int]]) -> list[Any]:
+    """A reply not streamed that a stop string ended: llama-server leaves out as many logprobs entries
+    as the stop string has tokens, whatever tokens the model actually used."""
+    if not entries or stop_string is None:
+        return entries
+    n_stop = len(tokenize(stop_string, add_special=False, parse_special=False))
+    return entries[:max(0, len(entries) - n_stop)]
+
+
+def released_entry(chunk: Any) -> Json:
+    """A raw completion's logprobs entry as llama-server writes it: the sampled token's ``token`` and
+    ``bytes`` are the text its event released (a whole character for a token that completed one, ""
+    while a stop string may be starting), its alternatives their own pieces."""
+    entry = chunk.logprob.to_openai()
+    entry["token"], entry["bytes"] = chunk.text, list(chunk.text.encode("utf-8"))
+    return entry
+
+
+def completion_usage(last: Any) -> Json:
+    """A raw completion's usage from its final chunk (llama-server counts the end token as decoded)."""
+    t = last.timings
+    n_decoded = t.n_generated + int(last.end_token is not None)
+    n_prompt = t.n_prompt + t.n_cached
+    return {"completion_tokens": n_decoded, "prompt_tokens": n_prompt, "total_tokens": n_decoded + n_prompt,
+            "prompt_tokens_details": {"cached_tokens": t.n_cached}}
+
+
+class CompletionBody:
+    """The JSON objects of one raw completion: ``choice(text, finish, entries)`` with the id, model and
+    fingerprint every object repeats."""
+
+    def __init__(self, completion_id: str, created: int, model: str, fingerprint: str) -> None:
+        self.base = {"created": created, "model": model, "system_fingerprint": fingerprint,
+                     "object": "text_completion", "id": completion_id}
+
+    def choice(self, text: str, finish: str | None, entries: list[Any] | None = None) -> Json:
+        logprobs = {"content": entries} if entries else None
+        return {"choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}], **self.base}
+
+    def whole(self, chunks: list[Any], tokenize: Callable[..., list[int]]) -> Json:
+        """The answer not streamed, from all the chunks of the generation."""
+        last = chunks[-1]
+        entries = without_stop_entries(
+            [released_entry(c) for c in chunks if c.logprob is not None and not c.incomplete], last.stop_string,
+            tokenize)
+        body = self.choice("".join(c.text for c in chunks), last.finish_reason, entries)
+        body["usage"] = completion_usage(last)
+        return body
+
+    def events(self, chunk: Any) -> list[Json]:
+        """llama-server's events for one chunk: one per token (its text may be "" while a stop string may
+        be starting; none for a token that ends inside a UTF-8 character), one for the end token, then
+        the finish reason with the usage."""
+        entry = [released_entry(chunk)] if chunk.logprob is not None else None
+        if chunk.stop_reason is None:
+            return [] if chunk.incomplete else [self.choice(chunk.text, None, entry)]
+        out = []
+        if chunk.end_token is not None or chunk.text:
+            out.append(self.choice(chunk.text, None, entry))   # the final chunk's entry is the end token's
+        final = self.choice("", chunk.finish_reason)
+        final["usage"] = completion_usage(chunk)
+        out.append(final)
+        return out

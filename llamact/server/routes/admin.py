@@ -1,0 +1,65 @@
+"""The server's own state: ``/health`` (503 while the model loads), ``/v1/models``, ``/props`` and
+``/metrics`` (llama-server's fields and metric names), and the page at ``/``."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+
+from ..props import props_body
+from ..protocol import error_response
+from ..state import state_of
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/health")
+@router.get("/v1/health")
+async def health(request: Request) -> Response:
+    state = state_of(request)
+    if not state.loaded:
+        return error_response(state.load_error or "Loading model", "unavailable_error", 503)
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/v1/models")
+@router.get("/models")
+async def models(request: Request) -> Response:
+    state = state_of(request)
+    engine = state.engine
+    info = {"id": state.model_name, "aliases": [], "tags": [], "object": "model", "created": int(time.time()),
+            "owned_by": "llamacpp", "meta": {"n_vocab": engine.n_vocab, "n_ctx": engine.n_ctx}}
+    return JSONResponse({"models": [{"name": state.model_name, "model": state.model_name}],
+                         "object": "list", "data": [info]})
+
+
+@router.get("/props")
+async def props(request: Request) -> Response:
+    state = state_of(request)
+    settings = state.settings
+    return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(settings.model_path()),
+                                   n_slots=settings.parallel, n_predict=settings.n_predict))
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    state = state_of(request)
+    worker, scheduler = state.worker, state.scheduler
+    if scheduler is not None:
+        running, waiting = scheduler.n_active, scheduler.n_waiting + worker.n_waiting
+        decodes = (scheduler.n_decodes, scheduler.n_busy_slots, scheduler.n_tokens_max)
+    else:
+        running, waiting, decodes = worker.n_running, worker.n_waiting, (0, 0, 0)
+    return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes),
+                             media_type="text/plain; version=0.0.4")
+
+
+@router.get("/")
+async def page() -> Response:
+    html = resources.files("llamact.server").joinpath("static/index.html").read_text(encoding="utf-8")
+    return HTMLResponse(html)

@@ -1,0 +1,60 @@
+"""``POST /v1/completions``: a raw prompt (text or token ids) on the engine, as llama-server answers it
+(one event per token, streamed; or the whole text with its logprobs and usage)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from ...engine.chat_completion import completion_id
+from ...engine.chat_types import system_fingerprint
+from ..protocol import CompletionBody, exception_response, read_completion
+from ..sse import event_stream, first_item, run_to_end
+from ..state import state_of
+from .body import json_body
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.post("/v1/completions")
+@router.post("/completions")
+async def completions(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        call = read_completion(await json_body(request), state.defaults)
+    except Exception as exc:
+        return exception_response(exc)
+    body = CompletionBody("cmpl-" + completion_id()[len("chatcmpl-"):], int(time.time()), state.model_name,
+                          system_fingerprint())
+    job = state.worker.submit(lambda backend: backend.generate(call.prompt, call.params))
+
+    def record(last: Any) -> None:
+        t = last.timings
+        state.metrics.record(t.n_prompt, t.prompt_ms, t.n_generated + int(last.end_token is not None), t.decode_ms,
+                             t.n_cached)
+
+    if not call.stream:
+        chunks: list[Any] = []
+        try:
+            await run_to_end(job, request, chunks.append)
+        except BaseException as exc:
+            return exception_response(exc)
+        record(chunks[-1])
+        return JSONResponse(body.whole(chunks, state.engine.tokenize))
+
+    try:
+        first = await first_item(job)
+    except BaseException as exc:
+        return exception_response(exc)
+
+    def render(chunk: Any) -> list[Any]:
+        if chunk.stop_reason is not None:
+            record(chunk)
+        return body.events(chunk)
+
+    return event_stream(job, first, render)

@@ -1,0 +1,114 @@
+"""How a job's items reach an HTTP client: server-sent events for a stream, or a run to the end.
+
+    first = await first_item(job)                          # errors raised here become HTTP errors
+    return event_stream(job, first, render)                # data: {...} events, then data: [DONE]
+    result = await run_to_end(job, request, on_item)       # a reply not streamed
+
+What enters: a ``Job`` (``server.worker``) and, for a stream, a ``render(item)`` that gives the JSON
+events of one item. What leaves: llama-server's event stream -- ``data: <json>`` per event, ``data:
+[DONE]`` at the end, or an error event (``{"error": ...}``, ``server_error``) when the stream fails
+after its first event. A client that goes away cancels its job (streamed: when the response is
+dropped; not streamed: noticed within ``DISCONNECT_POLL_S``), which frees its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from ..errors import LlamaException
+from .protocol import error_body
+from .worker import Job
+
+Json = Any
+log = logging.getLogger("llamact.server")
+
+__all__ = ["DISCONNECT_POLL_S", "First", "event_stream", "first_item", "run_to_end", "sse"]
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
+DONE = b"data: [DONE]\n\n"
+
+
+def sse(data: Json) -> bytes:
+    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
+    """Run a job to its end (a reply not streamed), passing its items to ``on_item``; returns its
+    result. A client that goes away meanwhile cancels it, as a streaming client does."""
+
+    async def consume() -> Any:
+        async for item in job:
+            if on_item is not None:
+                on_item(item)
+        return job.result
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL_S)
+
+    answer, gone = asyncio.ensure_future(consume()), asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not answer.done():   # the client went away, or this handler was cancelled
+            job.cancel()
+            answer.cancel()
+    return answer.result()
+
+
+class First:
+    """A stream's first item (``has_item`` False when it ended without any) and the rest of its items."""
+
+    def __init__(self, has_item: bool, item: Any, rest: AsyncIterator[Any]) -> None:
+        self.has_item = has_item
+        self.item = item
+        self.rest = rest
+
+
+async def first_item(job: Job) -> First:
+    """Wait for the job's first item; its errors are raised here, before any event is sent, so that they
+    become HTTP errors."""
+    items = aiter(job)
+    try:
+        return First(True, await items.__anext__(), items)
+    except StopAsyncIteration:
+        return First(False, None, items)
+    except BaseException:
+        job.cancel()
+        raise
+
+
+def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events."""
+
+    async def events() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            if first.has_item:
+                for data in render(first.item):
+                    yield sse(data)
+                async for item in first.rest:
+                    for data in render(item):
+                        yield sse(data)
+            finished = True
+            yield DONE
+        except Exception as exc:   # after the first event: the stream ends with an error event
+            finished = True
+            if not isinstance(exc, LlamaException):
+                log.exception("a stream failed", exc_info=exc)
+            yield sse(error_body(str(exc) if isinstance(exc, LlamaException) else f"{type(exc).__name__}: {exc}",
+                                 "server_error", 500))
+        finally:
+            if not finished:   # the client went away: free the slot
+                job.cancel()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

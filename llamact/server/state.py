@@ -1,0 +1,95 @@
+"""What the server holds while it runs: ``ServerState`` -- the engine once loaded, the worker that runs
+requests on it, the request defaults, and what ``/props`` and ``/metrics`` report.
+
+    state = ServerState(settings); state.load(); ...; state.close()
+    state_of(request) -> ServerState          in a route (the app's ``state.llamact``)
+
+``load()`` runs once, at start-up (in the background: ``/health`` answers 503 until it is done, and a
+failure is reported there); with ``--parallel N`` > 1 requests run on a ``BatchScheduler``'s N slots
+through a ``SlotRunner``, else one at a time on the engine through an ``EngineWorker``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fastapi import Request
+
+from ..engine import LlamaEngine
+from ..engine.batched import BatchScheduler
+from .metrics import Metrics
+from .protocol import RequestDefaults
+from .settings import ServerSettings
+from .slots import SlotRunner
+from .worker import EngineWorker
+
+log = logging.getLogger("llamact.server")
+
+__all__ = ["ServerState", "state_of"]
+
+
+class ServerState:
+    """See the module docstring."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self._engine: LlamaEngine | None = None
+        self.scheduler: BatchScheduler | None = None
+        self._worker: EngineWorker | SlotRunner | None = None
+        self.load_error: str | None = None
+        self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
+        self.defaults = RequestDefaults()
+        self.metrics = Metrics()
+        # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
+        self.model_name = settings.alias or str(settings.model_path())
+
+    @property
+    def loaded(self) -> bool:
+        return self._engine is not None
+
+    @property
+    def engine(self) -> LlamaEngine:
+        """The engine (the guard answers 503 until it is loaded, so routes always find it)."""
+        assert self._engine is not None
+        return self._engine
+
+    @property
+    def worker(self) -> EngineWorker | SlotRunner:
+        assert self._worker is not None
+        return self._worker
+
+    def load(self) -> None:
+        try:
+            engine = LlamaEngine.load(self.settings.model_path(), self.settings.model_params())
+            caps = engine.templates().default.caps
+            self.defaults = RequestDefaults(
+                model_name=self.model_name, n_predict=self.settings.n_predict,
+                reasoning_format=self.settings.reasoning_format, enable_thinking=self.settings.enable_thinking,
+                parallel_tool_calls=caps.supports_parallel_tool_calls,
+            )
+            if self.settings.parallel > 1:
+                # the scheduler's thread makes the chunks of every slot and hands them to the event loop
+                self.scheduler = BatchScheduler(engine, cache_ram_mib=self.settings.cache_ram)
+                self._worker = SlotRunner(self.scheduler)
+            else:
+                self._worker = EngineWorker(engine, abort=engine.cancel)
+            self._engine = engine
+        except Exception as exc:   # reported by /health; `llamact serve` then stops (exit_on_load_error)
+            log.error("loading the model failed: %s", exc)
+            self.load_error = str(exc)
+            if self.on_load_error is not None:
+                self.on_load_error()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
+        if self._engine is not None:
+            self._engine.close()
+
+
+def state_of(request: Request) -> ServerState:
+    state: ServerState = request.app.state.llamact
+    return state
