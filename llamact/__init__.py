@@ -19,6 +19,7 @@ from .engine import (
     ModelParams,
     StopReason,
     Timings,
+    Tokenizer,
     devices,
 )
 from .engine.chat_completion import ChatStream
@@ -61,6 +62,7 @@ __all__ = [
     "ToolCallDelta",
     "StopReason",
     "Timings",
+    "Tokenizer",
     "AsyncChatStream",
     "AsyncLlamaEngine",
     "ChatSession",

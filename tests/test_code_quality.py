@@ -1,4 +1,4 @@
-"""The house rules that tools can check: ruff over the code, mypy over the package (DESIGN.md)."""
+"""The house rules that tools can check: ruff over the code, mypy over the package (docs/design.md)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ class ChatTemplateInputs:
     ``json_schema`` is a JSON value or JSON text (None: no response format);
     ``chat_template_kwargs`` maps names to JSON values; ``continue_final_message`` is "none",
     "auto", "content" or "reasoning_content"; ``now`` fixes the template clock (None: wall clock).
-    ``named_tool`` is the function a named ``tool_choice`` forces (DESIGN deviation 9; it replaces
+    ``named_tool`` is the function a named ``tool_choice`` forces (docs/design.md deviation 9; it replaces
     ``tool_choice``); None keeps upstream's behaviour.
     """
 

@@ -7,7 +7,7 @@ streamed) raises :class:`ChatDiffError` with upstream's message. :func:`set_tool
 calls stable ids across a stream, as upstream's server does.
 
 These are upstream's semantics, measured by the parity suite. The engine's own streaming applies
-DESIGN.md's deviation 5 on top (held whitespace and markers, calls emitted whole).
+docs/design.md's deviation 5 on top (held whitespace and markers, calls emitted whole).
 """
 
 from __future__ import annotations

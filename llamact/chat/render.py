@@ -11,7 +11,7 @@ when there are some), the extra context (``datetime``, ``date_string``, ``chat_t
 ``add_generation_prompt`` only when true, and the variables upstream derives from
 ``preserve_reasoning`` / ``reasoning_effort``. A leading BOS / trailing EOS is stripped when the
 model adds them itself. ``inputs.now`` fixes the clock for ``strftime_now`` and the date variables
-(DESIGN deviation 6; None: the wall clock).
+(docs/design.md deviation 6; None: the wall clock).
 
 Raises ``JinjaException`` (naming the template's origin) when the template fails.
 """

@@ -85,7 +85,7 @@ class ChatTemplateResult:
     ("gpt_oss", "qwen3_coder_xml", "gemma4", ..., "autoparser", "content_only") for diagnostics.
     ``parser`` is the PEG arena (None: content only); its JSON equals upstream's.
 
-    ``named_tool`` is the function a named ``tool_choice`` forces (DESIGN deviation 9; None
+    ``named_tool`` is the function a named ``tool_choice`` forces (docs/design.md deviation 9; None
     otherwise): then ``grammar`` admits only an immediate call of it (after the template's own
     thought, where it has one) and is not lazy, and ``parser`` is the ``"required"`` parser for all
     the request's tools. See ``named_tool.py`` for how the engine wires it.

@@ -17,7 +17,7 @@ Two modes:
   :class:`ChatDiffError` (a parse that does not extend the previous one). The stream state is
   upstream's after the throw (the text appended; after a diff error, the new message kept).
   A ``"cancelled"`` finish does no final parse: llama-server sends no final result then.
-* default: DESIGN.md deviations 2-5 (:mod:`llamact.chat.deviations`): streamed content and thinking
+* default: docs/design.md deviations 2-5 (:mod:`llamact.chat.deviations`): streamed content and thinking
   equal the final message, tool calls are validated and sent whole at the end.
 
 Either way the parse resumes where appended text cannot change it (``ChatOutputParser``), never

@@ -2,7 +2,7 @@
 
     load_chat_templates(source=None, *, model_default=None, model_tool_use=None, bos_token="",
                         eos_token="", add_bos=False, add_eos=False, origin=...) -> ChatTemplates
-    chat_template(source, bos_token="", eos_token="", origin=...) -> ChatTemplate    (cached)
+    compile_chat_template(source, bos_token="", eos_token="", origin=...) -> ChatTemplate    (cached)
 
 Where the source comes from, in upstream's order: an explicit override; else the model's
 ``tokenizer.chat_template`` and its ``tool_use`` variant. An empty or ``"chatml"`` default falls
@@ -19,6 +19,7 @@ broken tool_use variant is ignored, as upstream ignores it.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 from ..jinja import CompiledTemplate, JinjaException, JinjaSyntaxError, compile_template
@@ -26,7 +27,7 @@ from ..jinja.caps import TemplateCaps, template_caps
 
 __all__ = [
     "CHATML_TEMPLATE", "ORIGIN_MODEL", "ORIGIN_OVERRIDE", "ORIGIN_PER_CALL", "ChatTemplate", "ChatTemplates",
-    "chat_template", "load_chat_templates", "normalized_source",
+    "chat_template", "compile_chat_template", "load_chat_templates", "normalized_source",
 ]
 
 # Where a template came from: named in every error it causes.
@@ -92,7 +93,8 @@ def _cached_template(source: str, bos_token: str, eos_token: str, origin: str) -
     return ChatTemplate(normalized_source(source), bos_token, eos_token, origin, compiled, template_caps(source))
 
 
-def chat_template(source: str, bos_token: str = "", eos_token: str = "", origin: str = ORIGIN_PER_CALL) -> ChatTemplate:
+def compile_chat_template(source: str, bos_token: str = "", eos_token: str = "",
+                          origin: str = ORIGIN_PER_CALL) -> ChatTemplate:
     """The compiled template and its caps for ``source`` (cached by source, tokens and origin).
     Raises ``JinjaSyntaxError`` naming ``origin`` when the source does not compile."""
     return _cached_template(source, bos_token, eos_token, origin)
@@ -136,11 +138,20 @@ def load_chat_templates(source: str | None = None, *, model_default: str | None 
         default_origin = origin or ORIGIN_MODEL
     if not default_src or default_src == "chatml":
         default_src = tool_use_src or CHATML_TEMPLATE
-    default = chat_template(_patched(default_src), bos_token, eos_token, default_origin)
+    default = compile_chat_template(_patched(default_src), bos_token, eos_token, default_origin)
     tool_use = None
     if tool_use_src:
         try:
-            tool_use = chat_template(tool_use_src, bos_token, eos_token, (origin or ORIGIN_MODEL) + " [tool_use]")
+            tool_use = compile_chat_template(tool_use_src, bos_token, eos_token,
+                                             (origin or ORIGIN_MODEL) + " [tool_use]")
         except JinjaException:
             tool_use = None  # upstream logs and ignores a broken tool_use variant
     return ChatTemplates(default, tool_use, add_bos, add_eos, has_explicit)
+
+
+def chat_template(source: str, bos_token: str = "", eos_token: str = "", origin: str = ORIGIN_PER_CALL) -> ChatTemplate:
+    """Deprecated (0.2 removes it): ``compile_chat_template``; "chat_template" names the request's
+    rendering (``LlamaEngine.chat_template``) and the model's template source (``ModelParams``)."""
+    warnings.warn("llamact.chat.templates.chat_template() is now compile_chat_template()", DeprecationWarning,
+                  stacklevel=2)
+    return compile_chat_template(source, bos_token, eos_token, origin)

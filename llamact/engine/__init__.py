@@ -6,6 +6,7 @@ from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
+from .tokenizer import Tokenizer
 
 __all__ = [
     "AsyncChatStream",
@@ -18,6 +19,7 @@ __all__ = [
     "Timings",
     "GenerationParams",
     "ModelParams",
+    "Tokenizer",
     "Device",
     "devices",
 ]

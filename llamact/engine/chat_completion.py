@@ -8,7 +8,7 @@ timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. Wha
 llama-server's sequence for a streamed chat completion -- a first chunk with the assistant role,
 one chunk per delta (content, thinking, tool calls), the final parse's deltas, then a chunk with
 the finish reason, usage and timings. In upstream mode the deltas are llama-server's own; by
-default DESIGN deviations 2-5 apply (see ``llamact.chat.streaming``). Raises what the parser
+default docs/design.md deviations 2-5 apply (see ``llamact.chat.streaming``). Raises what the parser
 raises (``ChatParseError`` when upstream's server would end the stream with an error); the
 generation is released however the stream ends (exhausted, closed, dropped).
 """

@@ -7,7 +7,7 @@
 ``TypeAdapter`` takes), or a JSON schema dict. Its schema goes to the request's ``response_format``,
 so the grammar constrains generation; the answer is then validated (pydantic, or ``jsonschema`` for
 a dict schema) and converted. A schema keyword the grammar converter does not enforce raises
-``LlamaUnsupportedException`` before anything is generated (DESIGN deviation 8): a validated
+``LlamaUnsupportedException`` before anything is generated (docs/design.md deviation 8): a validated
 answer must never depend on the tiny model's luck. An answer that is cut off or fails validation
 raises ``LlamaInferenceException`` with the raw text in ``details["raw"]``.
 """

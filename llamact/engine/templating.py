@@ -1,6 +1,6 @@
 """A loaded model's chat templates, as llama-server sets them up (``common_chat_templates_init`` with a model).
 
-The template source, in order (DESIGN deviation 7): a per-call ``custom_template``, else
+The template source, in order (docs/design.md deviation 7): a per-call ``custom_template``, else
 ``ModelParams.chat_template`` (replacing the model's template and its tool_use variant for every
 request), else the GGUF's ``tokenizer.chat_template`` and ``tokenizer.chat_template.tool_use``.
 BOS / EOS are the vocab's special tokens rendered as text (empty when the vocab has none), and
@@ -61,6 +61,7 @@ class EngineTemplates:
                                                         add_bos=t.add_bos, add_eos=t.add_eos, origin=ORIGIN_OVERRIDE)
                 else:
                     self._default = load_chat_templates(
-                        model_default=self._model.chat_template(), model_tool_use=self._model.chat_template("tool_use"),
+                        model_default=self._model.template_source(),
+                        model_tool_use=self._model.template_source("tool_use"),
                         bos_token=t.bos, eos_token=t.eos, add_bos=t.add_bos, add_eos=t.add_eos, origin=ORIGIN_MODEL)
             return self._default

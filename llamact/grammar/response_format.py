@@ -5,7 +5,7 @@ What enters: ``None``, ``{"type": "text"}``, ``{"type": "json_object"}`` (option
 ``"schema"``, as llama.cpp's server accepts), ``{"type": "json_schema", "json_schema": {"schema":
 ..., "name"?, "description"?, "strict"?}}``, or a bare JSON schema (the plain-schema shortcut).
 What leaves: a :class:`ResponseFormat`. What is raised: ``LlamaUnsupportedException`` for any other
-shape, before any generation (DESIGN.md deviation 8: upstream's server silently falls back to an
+shape, before any generation (docs/design.md deviation 8: upstream's server silently falls back to an
 empty schema for some of these); :meth:`ResponseFormat.grammar` also raises it for a schema the
 converter cannot represent, or represents with a grammar llama.cpp cannot use.
 """

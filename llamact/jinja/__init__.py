@@ -4,7 +4,7 @@
     compile_template(source, source_name="template") -> CompiledTemplate
 
 Enters: Jinja source (untrusted: always sandboxed) and a JSON-shaped context. Leaves: the text
-upstream's engine renders, byte for byte (DESIGN.md deviation 1 aside: ``\\xHH`` string escapes).
+upstream's engine renders, byte for byte (docs/design.md deviation 1 aside: ``\\xHH`` string escapes).
 ``now`` (epoch seconds) fixes ``strftime_now``'s clock (None: the wall clock). Raises
 ``JinjaException`` (a LlamaException) naming the template source: ``JinjaSyntaxError`` for
 source that does not compile, ``JinjaRuntimeError`` when rendering fails (upstream's message

@@ -2,7 +2,7 @@
 
 Enters: template source. Leaves: a compiled jinja2 ``Template`` whose render follows upstream's
 engine: source normalised (CRLF/CR -> LF, one trailing newline dropped), trim/lstrip blocks and
-loop controls on, upstream's string escapes (plus ``\\xHH``, DESIGN.md deviation 1), upstream's
+loop controls on, upstream's string escapes (plus ``\\xHH``, docs/design.md deviation 1), upstream's
 printing (``finalize``), operators (``call_binop``/``call_unop`` and rewritten comparisons and
 ``~``), member access (``getattr``/``getitem``: builtin methods before keys for ``obj.name``, keys
 first for ``obj['k']``), filters and tests dispatched by value type, chainable undefined, ``for``

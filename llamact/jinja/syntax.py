@@ -13,7 +13,7 @@ reads them, and raises ``UpstreamSyntaxError`` with upstream's text where upstre
 * ``std::stoll`` / ``std::stod`` refusing a number literal (``kind`` "exception": a
   ``std::out_of_range``, not a ``std::runtime_error``).
 
-The one place llamact differs on purpose: a ``\\xHH`` string escape (DESIGN.md deviation 1) is
+The one place llamact differs on purpose: a ``\\xHH`` string escape (docs/design.md deviation 1) is
 accepted, and a malformed ``\\x`` escape is llamact's own error (lexer.unescape), not upstream's
 "unknown escape character".
 """

@@ -4,7 +4,7 @@ its error, with its text (syntax.py runs it, then upstream's parser's grammar, a
 Enters: the template's bytes. Leaves: upstream's tokens (type numbered as its enum, value bytes,
 byte position) and its normalised text (CRLF/CR as LF, one final LF dropped), or raises
 ``UpstreamSyntaxError`` with upstream's message (``lexer: <msg>\\n<excerpt>``). A ``\\xHH`` string
-escape is accepted (DESIGN.md deviation 1); a malformed one raises ``MalformedHex`` (llamact's own
+escape is accepted (docs/design.md deviation 1); a malformed one raises ``MalformedHex`` (llamact's own
 lexer reports it).
 """
 

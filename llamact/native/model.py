@@ -6,6 +6,7 @@ import ctypes
 import functools
 import operator
 import os
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -310,13 +311,18 @@ class Model(NativeHandle):
                 lambda b, n: self._lib.llama_model_meta_val_str(ptr, raw_key, b, n), f"metadata {key!r}", 4096
             )
 
-    def chat_template(self, name: str | None = None) -> str | None:
-        """The embedded chat template (``tokenizer.chat_template``) or a named variant (``tool_use``)."""
+    def template_source(self, name: str | None = None) -> str | None:
+        """The embedded chat template's Jinja source (``tokenizer.chat_template``) or a named variant's
+        (``tool_use``); None when the file has none."""
         raw_name = c_string(name, "the chat template name", LlamaModelException) if name else None
         with self.pinned() as ptr:
             raw = self._lib.llama_model_chat_template(ptr, raw_name)
             return raw.decode("utf-8", errors="replace") if raw is not None else None
 
+    def chat_template(self, name: str | None = None) -> str | None:
+        """Deprecated (0.2 removes it): ``template_source``."""
+        warnings.warn("Model.chat_template() is now template_source()", DeprecationWarning, stacklevel=2)
+        return self.template_source(name)
 
     def apply_builtin_chat_template(
         self, template: str, messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True

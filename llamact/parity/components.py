@@ -34,7 +34,7 @@ class Component:
     name: str
     description: str
     runner: Runner | None = None
-    # A deliberate deviation (DESIGN.md "Deviations") is counted apart, never as equal.
+    # A deliberate deviation (docs/design.md "Deviations") is counted apart, never as equal.
     is_deviation: Callable[[Case, Json], bool] | None = None
     # Where equality is not JSON equality (server_e2e): "equal" | "deviation" | "different", or a
     # Judgement whose kind is one of those (its str() is the reason a difference is reported with).
@@ -92,15 +92,15 @@ class ModelRunners:
         return self._create.run(case)
 
     def _model(self, label: str) -> Any:
-        from ..native.model import Model, ModelLoadOptions
+        from ..engine.tokenizer import Tokenizer
 
         if label not in self._models:
-            self._models[label] = Model(self._paths[label], ModelLoadOptions(vocab_only=True))
+            self._models[label] = Tokenizer.load(self._paths[label])
         return self._models[label]
 
     def tokenize(self, case: Case) -> Json:
         inp = case.input
-        return self._model(inp["model"]).vocab.tokenize(
+        return self._model(inp["model"]).tokenize(
             inp["text"], add_special=inp["add_special"], parse_special=inp["parse_special"]
         )
 

@@ -1,4 +1,4 @@
-"""Named tool choice (DESIGN deviation 9) checked on a template with what a model following it writes.
+"""Named tool choice (docs/design.md deviation 9) checked on a template with what a model following it writes.
 
     check_template(oracle, name, source) -> NamedToolRow
     python -m llamact.parity.named_tool [STEM ...]      the table, every vendored template by default

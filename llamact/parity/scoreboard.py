@@ -1,6 +1,6 @@
 """The scoreboard: llamact against the oracle, component by component, scored so that it cannot flatter.
 
-Equality is DESIGN.md's (prompts byte-identical, params identical with the parser compared as
+Equality is docs/design.md's (prompts byte-identical, params identical with the parser compared as
 JSON, parsed messages identical, diff sequences identical, grammars byte-identical), under these
 rules, each held by a test of its own (tests/parity/test_scoring_rules.py):
 

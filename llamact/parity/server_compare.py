@@ -5,7 +5,7 @@ earliest cause: the prompt text, the prompt tokens, the generated tokens and raw
 reason, usage and timing counts, the final message, its JSON shape, the streamed message, and last
 the chunk sequence.
 
-With ``upstream_compat=True`` every difference is a difference. Otherwise DESIGN.md's output-side
+With ``upstream_compat=True`` every difference is a difference. Otherwise docs/design.md's output-side
 deviations may explain one, and the verdict names each that did:
 
 * ``2-qwen-xml-validation``: the raw output has Qwen XML calls (``<function=``); llamact's calls are the

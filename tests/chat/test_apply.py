@@ -166,7 +166,7 @@ def test_bos_and_eos_are_stripped_when_the_tokenizer_adds_them(oracle: OracleCli
             assert got == expected
 
 
-# -- the clock (DESIGN deviation 6) ----------------------------------------------------------------
+# -- the clock (docs/design.md deviation 6) ----------------------------------------------------------------
 
 
 def test_template_now_fixes_strftime_and_the_date_variables(oracle: OracleClient) -> None:

@@ -14,7 +14,7 @@ import pytest
 from llamact.chat.autoparser import analysis as analysis_module
 from llamact.chat.autoparser.analysis import AutoparserAnalysisError, analyze_template, run_analysis
 from llamact.chat.autoparser.variants import RENDER_FAILED, TemplateParams, TemplateProbe
-from llamact.chat.templates import chat_template, load_chat_templates
+from llamact.chat.templates import compile_chat_template, load_chat_templates
 from llamact.parity.oracle import OracleClient, OracleError
 
 pytestmark = pytest.mark.parity
@@ -123,13 +123,13 @@ def test_synthetic_template(oracle: OracleClient, name: str) -> None:
     source = SYNTHETIC[name]
     expected = expected_analysis(oracle, source, "", "")
     assert "error" not in expected, expected
-    assert run_analysis(chat_template(source)).to_json() == expected
+    assert run_analysis(compile_chat_template(source)).to_json() == expected
 
 
 def test_branches_reached() -> None:
     """The synthetic templates are there for these outcomes (checked against the oracle above)."""
     def analysed(name: str) -> Any:
-        return run_analysis(chat_template(SYNTHETIC[name]))
+        return run_analysis(compile_chat_template(SYNTHETIC[name]))
     assert analysed("json_function_is_key").tools.format.fun_name_is_key
     assert analysed("json_id_array").tools.format.tools_array_wrapped
     assert analysed("json_id_array").tools.format.id_field == "id"
@@ -154,7 +154,7 @@ def test_tool_call_without_braces_raises_upstreams_error(oracle: OracleClient) -
     expected = oracle.request("analyze", template=source)
     assert isinstance(expected, OracleError) and expected.kind == "exception"
     with pytest.raises(AutoparserAnalysisError) as info:
-        run_analysis(chat_template(source))
+        run_analysis(compile_chat_template(source))
     assert info.value.message == expected.message
 
 
@@ -167,7 +167,7 @@ def test_tool_call_that_is_not_json_raises(oracle: OracleClient) -> None:
     assert isinstance(expected, OracleError) and expected.kind == "json_error", expected
     assert "parse error" in expected.message
     with pytest.raises(AutoparserAnalysisError, match="not JSON"):
-        run_analysis(chat_template(source))
+        run_analysis(compile_chat_template(source))
 
 
 # --- compare_variants' failure sentinel ----------------------------------------------------------
@@ -179,7 +179,7 @@ def test_render_that_prints_the_sentinel_counts_as_failed(oracle: OracleClient) 
     a = {"messages": [{"role": "user", "content": "x"}]}
     b = {"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]}
     assert oracle.request("autoparser_helper", helper="compare_variants", template=source, a=a, b=b) is None
-    probe = TemplateProbe(chat_template(source))
+    probe = TemplateProbe(compile_chat_template(source))
     assert probe.render(TemplateParams(messages=b["messages"])) == RENDER_FAILED
     assert probe.compare(TemplateParams(messages=a["messages"]), messages=b["messages"]) is None
 
@@ -210,5 +210,5 @@ def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis_module, "_CACHE_SIZE", 2)
     monkeypatch.setattr(analysis_module, "run_analysis", lambda tmpl, now=None: object())
     for i in range(4):
-        analyze_template(chat_template(f"{{{{ {i} }}}}"))
+        analyze_template(compile_chat_template(f"{{{{ {i} }}}}"))
     assert len(analysis_module._cache) == 2

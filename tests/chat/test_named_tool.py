@@ -1,4 +1,4 @@
-"""Named tool choice (DESIGN deviation 9): ``tool_choice={"type": "function", "function": {"name": ...}}``
+"""Named tool choice (docs/design.md deviation 9): ``tool_choice={"type": "function", "function": {"name": ...}}``
 forces an immediate call of that function, on every vendored template that has a tool-call format.
 
 The per-template check (``llamact.parity.named_tool``) renders, through upstream (the oracle), what a

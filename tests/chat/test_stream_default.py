@@ -1,4 +1,4 @@
-"""DESIGN.md deviation 5 (streamed content and thinking equal the final message) and the rest of
+"""docs/design.md deviation 5 (streamed content and thinking equal the final message) and the rest of
 ChatStreamParser's contract, with upstream's behaviour from the oracle beside each.
 
 The property tests feed random outputs (pieces of every family's markers, whitespace, escapes,

@@ -1,4 +1,4 @@
-"""DESIGN.md deviations 2-4, each shown on both sides: the same token stream fed to a
+"""docs/design.md deviations 2-4, each shown on both sides: the same token stream fed to a
 ChatStreamParser with ``upstream_compat=True`` (equal to the oracle, step by step) and in the
 default mode (the deviation).
 

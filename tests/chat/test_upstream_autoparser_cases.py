@@ -33,7 +33,7 @@ from llamact.chat.autoparser.variants import TemplateParams, TemplateProbe
 from llamact.chat.output_parser import parse_chat_output
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
 from llamact.chat.peg_mappers import normalize_quotes_to_json
-from llamact.chat.templates import chat_template, load_chat_templates
+from llamact.chat.templates import compile_chat_template, load_chat_templates
 from llamact.parity.oracle import OracleClient, OracleError
 
 pytestmark = pytest.mark.parity
@@ -430,7 +430,7 @@ def test_laguna_analysis(oracle: OracleClient, name: str) -> None:
     if name == "poolside-Laguna-S-2.1.jinja":
         source = (TEMPLATES / name).read_text()
         caps = oracle.request("caps", template=source)
-        assert chat_template(source).caps.to_map() == caps
+        assert compile_chat_template(source).caps.to_map() == caps
         assert caps["supports_preserve_reasoning"]
 
 

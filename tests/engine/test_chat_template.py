@@ -3,7 +3,7 @@
 The oracle's chat_apply with ``model`` runs common_chat_templates_init(model, override): BOS/EOS
 and add_bos/add_eos come from the vocab, the template from the GGUF (or the override). The engine
 must give the same result for the model's own template, a per-call ``custom_template`` and a
-``ModelParams.chat_template`` override (DESIGN deviation 7), and ``get_metadata`` keeps reporting
+``ModelParams.chat_template`` override (docs/design.md deviation 7), and ``get_metadata`` keeps reporting
 the GGUF's own template.
 """
 
@@ -68,7 +68,7 @@ def test_a_model_level_override_replaces_the_template_but_not_the_metadata(oracl
         for inputs in REQUESTS.values():
             assert _ours(engine, inputs) == _expected(oracle, model_path, inputs, template=QWEN3)
         own = engine.get_metadata().get("tokenizer.chat_template")
-        assert own == engine.model.chat_template() and own != QWEN3
+        assert own == engine.model.template_source() and own != QWEN3
         # a per-call template still wins over the model-level one
         other = (TEMPLATES / "Qwen3-Coder.jinja").read_text(encoding="utf-8")
         assert _ours(engine, REQUESTS["tools"], custom_template=other)["prompt"] == \

@@ -1,4 +1,4 @@
-"""response_format shapes (DESIGN.md deviation 8: unrecognised shapes raise before generation)."""
+"""response_format shapes (docs/design.md deviation 8: unrecognised shapes raise before generation)."""
 
 from __future__ import annotations
 

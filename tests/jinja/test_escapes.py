@@ -1,4 +1,4 @@
-"""DESIGN.md deviation 1, on its own: string literals accept ``\\xHH`` (exactly two hex digits).
+"""docs/design.md deviation 1, on its own: string literals accept ``\\xHH`` (exactly two hex digits).
 
 Upstream accepts only ``\\n \\t \\r \\b \\f \\v \\\\ \\' \\"`` and throws on anything else; llamact
 also decodes ``\\xHH``. A malformed escape raises a LlamaException naming the template source.

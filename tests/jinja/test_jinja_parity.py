@@ -1,7 +1,7 @@
 """llamact.jinja against upstream's engine (the oracle): every test-jinja vector and every vendored
 template rendered directly with every scenario (the scoreboard's ``jinja`` and ``template_jinja``).
 
-Where upstream's engine is wrong (DESIGN.md deviation 10), the tests at the end show both answers.
+Where upstream's engine is wrong (docs/design.md deviation 10), the tests at the end show both answers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_template_direct_render(like_oracle: Callable[..., None], template: str,
     like_oracle(template, context)
 
 
-# DESIGN.md deviation 10: where upstream's engine is wrong, llamact renders what Jinja means. Each
+# docs/design.md deviation 10: where upstream's engine is wrong, llamact renders what Jinja means. Each
 # case shows both: llamact's answer, and that upstream (asked live) answers otherwise.
 DEVIATIONS = [
     # upstream gathers the output first and prints arrays at the end, after later mutations

@@ -80,7 +80,7 @@ def test_model_metadata_keys_and_template_names(model: Model, text: str) -> None
     with pytest.raises(LlamaModelException, match="metadata key"):
         model.metadata_value("general.name" + text)
     with pytest.raises(LlamaModelException, match="template name"):
-        model.chat_template("tool_use" + text)
+        model.template_source("tool_use" + text)
 
 
 def test_state_file_paths(tmp_path: Path, engine: LlamaEngine) -> None:

@@ -40,7 +40,7 @@ def _template(path: Path) -> str:
 
     model = Model(path, ModelLoadOptions(vocab_only=True))
     try:
-        tmpl = model.chat_template()
+        tmpl = model.template_source()
     finally:
         model.close()
     assert tmpl

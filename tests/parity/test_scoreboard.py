@@ -28,7 +28,7 @@ PARITY_COMPONENTS = {
 ROUND_TRIPS = {"peg_arena"}
 ALL_COMPONENTS = PARITY_COMPONENTS | ROUND_TRIPS
 IMPLEMENTED = ALL_COMPONENTS
-# rows whose cases may be named deviations (DESIGN.md): llama-server itself vs engine.create()
+# rows whose cases may be named deviations (docs/design.md): llama-server itself vs engine.create()
 WITH_DEVIATIONS = {"server_e2e"}
 ROW_KEYS = {"check", "cases", "equal", "different", "error", "crash", "deviation", "not_implemented", "excluded",
             "problem", "seconds"}

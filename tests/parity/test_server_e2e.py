@@ -4,7 +4,7 @@
   equal answers (prompt and generated tokens, chunks, messages, usage, timing counts) show that an
   answer is a function of the request alone, which the comparison with llamact relies on;
 * llamact's ``engine.create()`` compared with llama-server on every case (create_answer.py): each
-  verdict is "equal", or a "deviation" that server_compare names (DESIGN.md deviations 2-5, 9);
+  verdict is "equal", or a "deviation" that server_compare names (docs/design.md deviations 2-5, 9);
   and with ``upstream_compat=True``, equal on every case but the named tool choices (deviation 9,
   which the flag does not switch off). Both read one run of the server over every case."""
 

@@ -66,7 +66,8 @@ def test_chat_fields_as_llama_server_reads_them() -> None:
     ({"messages": [], "n": 2}, "Only one completion choice is allowed"),
     ({"messages": [], "tools": TOOL, "grammar": 'root ::= "x"'}, "Cannot use custom grammar constraints with tools."),
     ({"messages": [], "tools": [{}]}, "Failed to parse tools: Missing tool type"),   # upstream's text
-    ({"messages": [], "grammar": "root ::= x"}, "Failed to parse grammar ('grammar'): invalid GBNF grammar: undefined rule 'x'"),
+    ({"messages": [], "grammar": "root ::= x"},
+     "Failed to parse grammar ('grammar'): invalid GBNF grammar: undefined rule 'x'"),
     ({"messages": [], "temperature": "hot"}, "'temperature' must be a number"),
     ({"messages": [], "n_probs": 21}, "'n_probs' above 20 is not supported"),
     ({"messages": [], "n_probs": 2, "post_sampling_probs": True}, "'post_sampling_probs' is not supported"),

@@ -121,7 +121,7 @@ def test_raw_completions_equal_llama_server(name: str, upstream: dict[str, Llama
 
 def test_raw_stream_keeps_text_held_for_a_stop_string_when_the_limit_ends_it(
         upstream: dict[str, LlamaServer], server: LiveServer) -> None:
-    """A deliberate deviation (README, server section; DESIGN.md's deviations): the streamed text
+    """A deliberate deviation (README, server section; docs/design.md, deviation 11): the streamed text
     equals the reply not streamed. llama-server holds text
     that may begin a stop string and drops it when max_tokens ends the stream there (its streamed
     text lacks " wavelengths" here); llamact delivers it."""
@@ -251,3 +251,29 @@ def test_metrics_names_equal_llama_server(upstream_defaults: LlamaServer, server
     assert got[:len(expected)] == expected
     assert [line for line in got[len(expected):] if not line.startswith("#")] == [
         "llamacpp:requests_total", "llamacpp:requests_cancelled_total"]
+
+
+def test_a_conversation_the_template_refuses_fails_as_in_llama_server(smollm2_path: Path, template_file: Any) -> None:
+    """Gemma 2's template raises for two user turns in a row: llama-server answers the template's failure
+    (a std::exception) with 500 ``server_error`` and the template's message; so does llamact (it was
+    400 ``invalid_request_error``, the type of a malformed request). A malformed request stays 400."""
+    gemma2 = template_file("google-gemma-2-2b-it")
+    body = {"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Again"}], "max_tokens": 4}
+    ref = LlamaServer(ServerConfig(smollm2_path, gemma2), find_llama_server())
+    ref.start()
+    try:
+        with LiveServer("--model", str(smollm2_path), "--threads", "1", "--chat-template-file", str(gemma2)) as live:
+            for path in ("/v1/chat/completions", "/apply-template"):
+                status, expected = _post_json(ref.port, path, body)
+                got_status, got = _post_json(live.port, path, body)
+                assert (got_status, got["error"]["type"]) == (status, expected["error"]["type"]) \
+                    == (500, "server_error"), (path, got, expected)
+                assert "Conversation roles must alternate" in expected["error"]["message"]
+                assert "Conversation roles must alternate" in got["error"]["message"]
+            status, expected = _post_json(ref.port, "/v1/chat/completions", {"messages": "not a list"})
+            got_status, got = _post_json(live.port, "/v1/chat/completions", {"messages": "not a list"})
+            assert (got_status, got["error"]["type"], got["error"]["message"]) == \
+                (status, expected["error"]["type"], expected["error"]["message"]) == \
+                (400, "invalid_request_error", "Expected 'messages' to be an array")
+    finally:
+        ref.stop()

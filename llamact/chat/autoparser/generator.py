@@ -28,8 +28,6 @@ wraps them as upstream does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...errors import LlamaUnsupportedException
 from ...peg.arena import Arena
 from ...peg.builder import P
@@ -46,30 +44,15 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..specialized._common import build_grammar, render_content
 from ..templates import ChatTemplate
+from .build_context import BuildContext, is_always_wrapped
 from .helpers import trim_whitespace
-from .model import AutoparserAnalysis, ContentAnalysis, ContentMode, ReasoningMode, ToolFormat
+from .model import AutoparserAnalysis, ReasoningMode, ToolFormat
 from .tool_parsers import build_tools_parser
 
 __all__ = ["OPENAI_WRAPPER_TRIGGER", "BuildContext", "build_parser", "generate_parser"]
 
 # what a model that writes OpenAI's function wrapper starts a call with (a second lazy trigger)
 OPENAI_WRAPPER_TRIGGER = '{"type": "function",'
-
-def is_always_wrapped(content: ContentAnalysis) -> bool:
-    """Content always sits between the analysis's content markers (both known)."""
-    return content.mode == ContentMode.ALWAYS_WRAPPED and bool(content.start) and bool(content.end)
-
-
-@dataclass
-class BuildContext:
-    """Upstream's ``parser_build_context``: what the part builders share while one parser is built."""
-
-    p: ChatPegBuilder
-    inputs: TemplateInputs
-    analysis: AutoparserAnalysis
-    reasoning_parser: P
-    extracting_reasoning: bool = False
-
 
 def generate_parser(tmpl: ChatTemplate, inputs: TemplateInputs, analysis: AutoparserAnalysis) -> ChatParams:
     """``peg_generator::generate_parser`` (see the module docstring)."""
@@ -178,14 +161,6 @@ def _content_parser(ctx: BuildContext) -> P:
             return p.seq_rtl(ctx.reasoning_parser, start, lambda: p.content(p.until(end)), end, p.end)
         return p.seq_rtl(lambda: p.content(p.until(start)), start, lambda: p.content(p.until(end)), end, p.end)
     return p.seq_rtl(ctx.reasoning_parser, lambda: p.content(p.rest()), p.end)
-
-
-def optional_wrapped_content(ctx: BuildContext) -> P:
-    """``analyze_content::build_optional_wrapped``: wrapped content before tool calls, if any (only
-    asked for when the content is always wrapped)."""
-    p, content = ctx.p, ctx.analysis.content
-    start, end = content.start, content.end
-    return p.optional(p.seq_rtl(start, lambda: p.content(p.until(end)), end))
 
 
 def _response_format_parser(ctx: BuildContext) -> P:

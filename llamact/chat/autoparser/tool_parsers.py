@@ -17,16 +17,14 @@ Raises ``SchemaError`` for a parameters schema outside the supported subset.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, chat_tool_parameters
 from ..render import TOOL_CHOICE_REQUIRED
 from ..specialized._common import foreach_function, foreach_parameter
+from .build_context import BuildContext, is_always_wrapped, optional_wrapped_content
 from .model import CallIdPosition, ToolFormat, ToolsAnalysis
-
-if TYPE_CHECKING:
-    from .generator import BuildContext
 
 __all__ = ["build_tools_parser"]
 
@@ -50,8 +48,6 @@ def build_tools_parser(ctx: BuildContext) -> P:
 
 
 def _json_native(ctx: BuildContext) -> P:
-    from .generator import is_always_wrapped, optional_wrapped_content
-
     p, inputs, fmt = ctx.p, ctx.inputs, ctx.analysis.tools.format
     name_field, args_field = fmt.name_field, fmt.args_field
     if fmt.function_field and fmt.function_field != "function" and "." not in name_field:

@@ -1,4 +1,4 @@
-"""llamact's deliberate output-side deviations from llama-server (DESIGN.md, deviations 2-5).
+"""llamact's deliberate output-side deviations from llama-server (docs/design.md, deviations 2-5).
 
 Each lives in its own module and is switched off as a whole by ``upstream_compat=True``:
 

@@ -82,11 +82,10 @@ class _ParserTarget(Target):
         if self._pieces is None:
             self._pieces = []
             if self.ctx.vocab_model is not None:
-                from ...native.model import Model, ModelLoadOptions
+                from ...engine.tokenizer import Tokenizer
 
-                with Model(self.ctx.vocab_model, ModelLoadOptions(vocab_only=True)) as model:
-                    vocab = model.vocab
-                    self._pieces = [vocab.token_to_piece(t, special=True) for t in range(vocab.n_tokens)]
+                with Tokenizer.load(self.ctx.vocab_model) as tokenizer:
+                    self._pieces = [tokenizer.token_piece(t) for t in range(tokenizer.n_vocab)]
             if not self._pieces:
                 self._pieces = [w.encode() for w in ("a", "b", " the", "\n", "{", "}", '"', "<", ">", "é")]
         return self._pieces
