@@ -358,7 +358,7 @@ class LlamactBench:
         loaded = native()
         libs = [lib for lib in (getattr(loaded, "llama", None), getattr(loaded, "shim", None)) if lib is not None]
         engine = self.engines[test.name]
-        room = engine.context.n_ctx - 2  # one prompt token; stop before the context is "full"
+        room = engine.n_ctx - 2  # one prompt token; stop before the context is "full"
         params = GenerationParams(greedy=True, max_tokens=room, stop=(NEVER_STOP,))
         saved: list[tuple[Any, str, Any]] = []
         total_s, total_n = 0.0, 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact import ChatRequest, GenerationParams, LlamaEngine, ModelParams
 from llamact.engine.batched import BatchScheduler, SequenceStream
 
 pytestmark = pytest.mark.model
@@ -219,3 +219,24 @@ def test_equal_prefixes_go_to_the_lowest_slot(smollm2_path: Path, monkeypatch: p
         finally:
             scheduler.close()
     assert seqs and set(seqs) == {0}, seqs
+
+
+def test_a_chat_request_on_a_slot_takes_every_option_create_takes(smollm2_path: Path) -> None:
+    """One ChatRequest for the engine and the slots: logprobs (which the scheduler's own keyword list
+    lacked) and the request's grammar give the same reply and entries on a slot as on the engine."""
+    request = ChatRequest([{"role": "user", "content": "Yes or no?"}], logprobs=True, top_logprobs=2,
+                          grammar='root ::= "yes" | "no"')
+    params = GenerationParams(greedy=True, max_tokens=8, cache_prompt=False)
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_seq_max=2, n_threads=2)) as engine:
+        alone = engine.create_completion(request, params=params)
+        scheduler = BatchScheduler(engine)
+        try:
+            with scheduler.create(request, params=params) as stream:
+                on_slot = stream.completion()
+        finally:
+            scheduler.close()
+    assert on_slot.content == alone.content and alone.content in ("yes", "no")
+    assert alone.logprobs is not None and on_slot.logprobs is not None
+    assert [(e.id, [t.id for t in e.top_logprobs]) for e in on_slot.logprobs] == \
+        [(e.id, [t.id for t in e.top_logprobs]) for e in alone.logprobs]
+    assert all(len(e.top_logprobs) == 2 for e in alone.logprobs)
