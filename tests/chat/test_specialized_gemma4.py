@@ -130,8 +130,9 @@ def test_folding_leaves_the_messages_alone() -> None:
 
 def test_request_messages_unchanged_by_apply() -> None:
     """The pipeline folds a private copy: the typed request (and its JSON) are left as they were."""
-    from llamact.chat.apply import ChatTemplateInputs, apply_templates
+    from llamact.chat.apply import ChatTemplateInputs
     from llamact.chat.oai import parse_messages, parse_tools
+    from llamact.chat.pipeline import apply_templates
     from llamact.chat.templates import load_chat_templates
 
     raw = [USER, _calls(CALL_WEATHER), TOOL_RESULT_WEATHER, FINAL, USER_2]

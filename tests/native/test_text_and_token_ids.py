@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from llamact import GenerationParams, LlamaEngine, ModelParams
-from llamact.errors import LlamaInferenceException, LlamaModelException, LlamaStateException
+from llamact.errors import LlamaInferenceException, LlamaModelException, LlamaRequestException, LlamaStateException
 from llamact.native import sampler as s
 from llamact.native.context import Batch, Context, ContextOptions
 from llamact.native.model import Model
@@ -47,7 +47,7 @@ def test_a_nul_in_chat_messages_is_text(engine: LlamaEngine) -> None:
 
 def test_a_lone_surrogate_in_chat_messages_is_a_typed_error(engine: LlamaEngine) -> None:
     for message in ({"role": "user", "content": SURROGATE}, {"role": SURROGATE, "content": "hi"}):
-        with pytest.raises(LlamaInferenceException, match="lone surrogate"):
+        with pytest.raises(LlamaRequestException, match="lone surrogate"):   # a malformed request
             engine.chat_prompt([message])
 
 
