@@ -12,9 +12,9 @@ dict of the facts behind it (paths, sizes, parameter names) for programs that wa
     ├── LlamaRequestException      a request is malformed: a message, tool, option or body field
     └── LlamaTemplateException     a chat template does not compile or fails to render
 
-The server answers a ``LlamaRequestException`` with HTTP 400 (``invalid_request_error``), a
-``LlamaContextException`` with 400 (``exceed_context_size_error``), a ``LlamaUnsupportedException``
-with 501, and anything else with 500 (``server_error``), as llama-server does.
+The server answers a ``LlamaRequestException`` or ``LlamaUnsupportedException`` with HTTP 400
+(``invalid_request_error``), a ``LlamaContextException`` with 400 (``exceed_context_size_error``), and
+anything else with 500 (``server_error``), as llama-server does (``server.protocol.error_kind``).
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ reader); the request's own checks (tools with a grammar, json_schema with a gram
 
 What leaves: ``ChatCall`` / ``CompletionCall``; responses in OpenAI's shape. Errors: a field the server
 refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's message where upstream has
-one); ``exception_response`` answers a request error 400 ``invalid_request_error``, a prompt that does
-not fit 400 ``exceed_context_size_error``, something unsupported 501, and anything else 500
-``server_error`` (a template that fails to render, a failed decode: llama-server's ``std::exception``).
+one); ``exception_response`` answers as llama-server does (``error_kind``): a request error or an
+unsupported request 400 ``invalid_request_error``, a prompt that does not fit 400
+``exceed_context_size_error``, anything else 500 ``server_error``.
 """
 
 from __future__ import annotations
@@ -89,13 +89,17 @@ def error_response(message: str, kind: str = "invalid_request_error", code: int 
 
 
 def error_kind(exc: BaseException) -> tuple[str, int]:
-    """llama-server's error type and status for a failure (``ex_wrapper``, ``format_error_response``)."""
-    if isinstance(exc, LlamaRequestException):
+    """llama-server's error type and status for a request that failed (``ex_wrapper``: its
+    ``std::invalid_argument`` is 400, any other exception 500). A malformed request, and one asking for
+    what the template or the schema converter cannot do (upstream's converter and autoparser throw
+    ``invalid_argument`` there), are 400 ``invalid_request_error``; a prompt too long 400
+    ``exceed_context_size_error``; everything else -- a template that fails to render in a family's
+    handler, a failed decode, a bug -- 500 ``server_error``. (llama-server's 501 says a server lacks a
+    route's capability; a route answers that itself.)"""
+    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException)):
         return "invalid_request_error", 400
     if isinstance(exc, LlamaContextException):
         return "exceed_context_size_error", 400
-    if isinstance(exc, LlamaUnsupportedException):
-        return "not_supported_error", 501
     return "server_error", 500
 
 

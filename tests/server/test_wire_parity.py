@@ -253,23 +253,36 @@ def test_metrics_names_equal_llama_server(upstream_defaults: LlamaServer, server
         "llamacpp:requests_total", "llamacpp:requests_cancelled_total"]
 
 
-def test_a_conversation_the_template_refuses_fails_as_in_llama_server(smollm2_path: Path, template_file: Any) -> None:
-    """Gemma 2's template raises for two user turns in a row: llama-server answers the template's failure
-    (a std::exception) with 500 ``server_error`` and the template's message; so does llamact (it was
-    400 ``invalid_request_error``, the type of a malformed request). A malformed request stays 400."""
-    gemma2 = template_file("google-gemma-2-2b-it")
-    body = {"messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "Again"}], "max_tokens": 4}
-    ref = LlamaServer(ServerConfig(smollm2_path, gemma2), find_llama_server())
+# Templates that refuse a conversation: Gemma 2's goes through the autoparser, which upstream wraps in
+# std::invalid_argument (400); GPT-OSS has a family handler, whose template failure is a plain
+# std::exception (500).
+REFUSALS = {
+    "google-gemma-2-2b-it": ([{"role": "user", "content": "Hi"}, {"role": "user", "content": "Again"}],
+                             400, "invalid_request_error", "Conversation roles must alternate"),
+    "openai-gpt-oss-120b": ([{"role": "user", "content": "Hi"}, {"role": "tool", "content": "42"}],
+                            500, "server_error", "Message has tool role, but there was no previous assistant"),
+}
+
+
+@pytest.mark.parametrize("template", sorted(REFUSALS))
+def test_a_conversation_the_template_refuses_fails_as_in_llama_server(template: str, smollm2_path: Path,
+                                                                      template_file: Any) -> None:
+    """The same status, error type and message text for a conversation the template refuses, as
+    llama-server answers it (llamact answered 400 / 501 whatever the kind of failure); a malformed
+    request is 400 with upstream's text."""
+    messages, code, kind, text = REFUSALS[template]
+    path_of = template_file(template)
+    body = {"messages": messages, "max_tokens": 4}
+    ref = LlamaServer(ServerConfig(smollm2_path, path_of), find_llama_server())
     ref.start()
     try:
-        with LiveServer("--model", str(smollm2_path), "--threads", "1", "--chat-template-file", str(gemma2)) as live:
+        with LiveServer("--model", str(smollm2_path), "--threads", "1", "--chat-template-file", str(path_of)) as live:
             for path in ("/v1/chat/completions", "/apply-template"):
                 status, expected = _post_json(ref.port, path, body)
                 got_status, got = _post_json(live.port, path, body)
-                assert (got_status, got["error"]["type"]) == (status, expected["error"]["type"]) \
-                    == (500, "server_error"), (path, got, expected)
-                assert "Conversation roles must alternate" in expected["error"]["message"]
-                assert "Conversation roles must alternate" in got["error"]["message"]
+                assert (got_status, got["error"]["type"]) == (status, expected["error"]["type"]) == (code, kind), \
+                    (path, got, expected)
+                assert text in expected["error"]["message"] and text in got["error"]["message"]
             status, expected = _post_json(ref.port, "/v1/chat/completions", {"messages": "not a list"})
             got_status, got = _post_json(live.port, "/v1/chat/completions", {"messages": "not a list"})
             assert (got_status, got["error"]["type"], got["error"]["message"]) == \
