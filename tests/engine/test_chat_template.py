@@ -73,3 +73,13 @@ def test_a_model_level_override_replaces_the_template_but_not_the_metadata(oracl
         other = (TEMPLATES / "Qwen3-Coder.jinja").read_text(encoding="utf-8")
         assert _ours(engine, REQUESTS["tools"], custom_template=other)["prompt"] == \
             _expected(oracle, model_path, REQUESTS["tools"], template=other)["prompt"]
+
+
+@pytest.mark.parametrize("override", ["", "chatml"])
+def test_an_empty_or_chatml_override_is_read_as_upstream_reads_it(oracle: OracleClient, model_path: Path,
+                                                                  override: str) -> None:
+    """``ModelParams.chat_template=""`` keeps the model's template; the one name upstream's init knows,
+    "chatml", is its built-in ChatML (the value is otherwise Jinja source: docs/design.md deviation 7)."""
+    with LlamaEngine.load(model_path, ModelParams(n_ctx=512, n_threads=2, chat_template=override)) as engine:
+        for inputs in REQUESTS.values():
+            assert _ours(engine, inputs) == _expected(oracle, model_path, inputs, template=override)
