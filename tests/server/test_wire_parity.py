@@ -290,3 +290,16 @@ def test_a_conversation_the_template_refuses_fails_as_in_llama_server(template: 
                 (400, "invalid_request_error", "Expected 'messages' to be an array")
     finally:
         ref.stop()
+
+
+def test_a_request_llama_server_refuses_with_500_is_a_400_with_its_text(upstream: dict[str, LlamaServer],
+                                                                         server: LiveServer) -> None:
+    """A deliberate difference (docs/design.md, "Where this record and the direction differ"): llama-server
+    answers a malformed tool list with 500 (its std::runtime_error); llamact with 400
+    invalid_request_error -- a request error, not to be retried -- and the same message."""
+    body = {"messages": HELLO, "tools": [{"function": {"name": "f"}}], "max_tokens": 4}
+    status, expected = _post_json(upstream["own"].port, "/v1/chat/completions", body)
+    got_status, got = _post_json(server.port, "/v1/chat/completions", body, server.headers())
+    assert (status, expected["error"]["type"]) == (500, "server_error")
+    assert (got_status, got["error"]["type"]) == (400, "invalid_request_error")
+    assert got["error"]["message"] == expected["error"]["message"]
