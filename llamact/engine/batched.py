@@ -22,10 +22,12 @@ one token: its logits are needed). ``cache_prompt=False`` evaluates the whole pr
 to lose most of its cache saves it in host memory first (``PromptStore``, llama-server's
 ``--cache-ram``), and a request finds a saved prefix there when it reaches further than its slot's.
 
-The chunks each request receives are ``GenerationChunk`` values, as ``generate()`` makes them, so the
-request's ``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. A sequence has
-``n_ctx / n_seq_max`` positions. Logits depend slightly on how tokens are batched, so a greedy answer
-may part from the single-sequence one at a near tie (as llama-server's slots do).
+The chunks each request receives are ``GenerationChunk`` values made by a ``SequenceDecoder`` (text,
+stop strings, limits, end token, timings, logprobs), as ``generate()``'s are, so the request's
+``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. A sequence has ``n_ctx / n_seq_max``
+positions and ends when its next token would leave none free (llama-server's ``n_past + 1 >= n_ctx``).
+Logits depend slightly on how tokens are batched, so a greedy answer may part from the single-sequence
+one at a near tie (as llama-server's slots do).
 """
 
 from __future__ import annotations
@@ -44,14 +46,12 @@ from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
 from .chat_completion import ChatStream
-from .detokenizer import Utf8Stream
-from .generator import GenerationChunk, StopReason, Timings
-from .logprobs import LogprobReader, TokenLogprob
+from .decode import GenerationChunk, SequenceDecoder
+from .logprobs import LogprobReader
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
 from .sampling import sampler_specs
-from .stops import StopMatcher
 
 __all__ = ["BatchScheduler"]
 
@@ -68,17 +68,12 @@ class _Request:
     listener: Callable[[Any], None] | None = None   # receives the items instead of ``out`` (see listen())
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancelled: bool = False
+    logprobs: LogprobReader | None = None    # with params.logprobs
     # set when it holds a slot
     n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
     n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
-    last: int = -1
-    n_generated: int = 0
-    limit: int = 0
-    utf8: Utf8Stream = field(default_factory=Utf8Stream)
-    stops: StopMatcher | None = None
-    logprobs: LogprobReader | None = None    # with params.logprobs
-    t_start: float = 0.0
-    t_prompt_done: float = 0.0
+    last: int = -1           # the last generated token, decoded by the next step
+    decoder: SequenceDecoder | None = None   # its text, stop strings, limits, timings and logprobs
 
     @property
     def prompting(self) -> bool:
@@ -340,10 +335,12 @@ class BatchScheduler:
         slot.request = request
         self._order.append(slot)
         request.n_past = request.n_cached = n_keep
-        request.t_start = time.perf_counter()
-        request.stops = StopMatcher(request.stop_strings)
-        limit = request.params.max_tokens
-        request.limit = limit if limit >= 0 else self.n_ctx_seq
+        # room: the sequence ends when its next token would leave no free cell of its n_ctx_seq
+        # (llama-server's n_past + 1 >= n_ctx)
+        request.decoder = SequenceDecoder(
+            request.stop_strings, request.params.max_tokens, self.n_ctx_seq, self.n_ctx_seq - len(request.tokens),
+            len(request.tokens) - n_keep, n_keep, logprobs=request.logprobs, logits=self.context.borrow_logits,
+            is_end=self._vocab.is_eog)
         self.n_cached_tokens += n_keep
 
     def _release(self, slot: _Slot) -> None:
@@ -414,12 +411,12 @@ class BatchScheduler:
         now = time.perf_counter()
         for slot, n, _index in prompting:
             request = slot.request
-            assert request is not None
+            assert request is not None and request.decoder is not None
             slot.cache.extend(request.tokens[request.n_past:request.n_past + n])
             request.n_past += n
             self.n_prompt_tokens += n
             if not request.prompting:
-                request.t_prompt_done = now
+                request.decoder.prompt_done(now)
         for _index, slot in generating:
             request = slot.request
             assert request is not None
@@ -429,56 +426,36 @@ class BatchScheduler:
         ready = generating + [(index, slot) for slot, _n, index in prompting if index >= 0]
         for index, slot in ready:
             request = slot.request
-            assert request is not None
+            assert request is not None and request.decoder is not None
             try:
-                if request.limit == 0:
-                    self._finish(slot, StopReason.MAX_TOKENS)
+                if request.decoder.reason is not None:   # max_tokens 0: it ended before its first token
+                    self._finish(slot)
                 else:
                     self._take(slot, request.sampler.sample(self.context, index), index)
             except BaseException as exc:
                 self._fail(slot, exc)
 
     def _take(self, slot: _Slot, token: int, index: int) -> None:
-        """A sampled token: its text to the stream, or the end of the request."""
+        """A sampled token (from logits row ``index``): its chunk to the stream, or the end of the request."""
         request = slot.request
-        assert request is not None and request.stops is not None
-        sampler = request.sampler
-        special = request.params.render_special or sampler.renders_as_text(token)
-        entry = None
-        if request.logprobs is not None:
-            with self.context.borrow_logits(index) as row:   # the row it was sampled from
-                entry = request.logprobs.read(row, token)
-        if self._vocab.is_eog(token):
-            end_text = self._vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b""
-            text, stopped = request.stops.feed(request.utf8.feed(end_text)) if end_text else ("", False)
-            self._finish(slot, StopReason.STOP_STRING if stopped else StopReason.EOG, end_token=token, end_text=text,
-                         end_entry=entry)
+        assert request is not None and request.decoder is not None
+        decoder, sampler, vocab = request.decoder, request.sampler, self._vocab
+        if vocab.is_eog(token):
+            # its text only when it is preserved (render_special does not render it here)
+            decoder.end(token, vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b"",
+                        index)
+            self._finish(slot)
             return
-        request.n_generated += 1
         request.last = token
-        text, stopped = request.stops.feed(request.utf8.feed(self._vocab.token_to_piece(token, special=special)))
-        self._emit(request, GenerationChunk(text, token, logprob=entry,
-                                            incomplete=not text and request.utf8.pending_bytes > 0))
-        if stopped:
-            self._finish(slot, StopReason.STOP_STRING)
-        elif request.n_generated >= request.limit:
-            self._finish(slot, StopReason.MAX_TOKENS)
-        elif request.n_past + 1 >= self.n_ctx_seq:
-            self._finish(slot, StopReason.CONTEXT_FULL)
+        special = request.params.render_special or sampler.renders_as_text(token)
+        self._emit(request, decoder.take(token, vocab.token_to_piece(token, special=special), index))
+        if decoder.reason is not None:
+            self._finish(slot)
 
-    def _finish(self, slot: _Slot, reason: StopReason, *, end_token: int | None = None, end_text: str = "",
-                end_entry: TokenLogprob | None = None) -> None:
+    def _finish(self, slot: _Slot) -> None:
+        """The request ended (``decoder.reason``): its final chunk, and its slot is free."""
         request = slot.request
-        assert request is not None and request.stops is not None
-        stops = request.stops
-        tail = end_text + ("" if reason is StopReason.STOP_STRING else stops.feed(request.utf8.flush())[0]
-                           + stops.flush())
-        now = time.perf_counter()
-        timings = Timings(len(request.tokens) - request.n_cached, request.n_generated,
-                          (request.t_prompt_done - request.t_start) * 1e3, (now - request.t_prompt_done) * 1e3,
-                          request.n_cached)
-        self._emit(request, GenerationChunk(tail, None, reason, timings,
-                                        stop_string=stops.matched if reason is StopReason.STOP_STRING else None,
-                                        end_token=end_token, logprob=end_entry))
+        assert request is not None and request.decoder is not None
+        self._emit(request, request.decoder.finish())
         with self._cond:
             self._release(slot)
