@@ -73,3 +73,31 @@ def oracle():
         pytest.fail(str(exc))
     with client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def full_corpus_bytes(repo_root: Path) -> bytes:
+    """The full reference corpus (``build_corpus`` over the vendored tree, without models), built
+    once per run by a fresh oracle process with no answer cache, pickled. Every test that reads the
+    whole corpus gets its own copy from these bytes (``full_corpus``), so none can change what
+    another reads; the build itself (a minute of upstream's code) is not repeated per module."""
+    import pickle
+
+    from llamact.parity.corpus import build_corpus
+    from llamact.parity.oracle import OracleClient, OracleProcessError
+
+    try:
+        client = OracleClient(cache=False, timeout=300)
+    except OracleProcessError as exc:
+        pytest.fail(str(exc))
+    with client:
+        corpus = build_corpus(client, repo_root / "vendor" / "llama.cpp")
+    return pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@pytest.fixture
+def full_corpus(full_corpus_bytes: bytes):
+    """A private copy of the full corpus (see ``full_corpus_bytes``)."""
+    import pickle
+
+    return pickle.loads(full_corpus_bytes)
