@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
+# ggml's CPU backend runs its threads through OpenMP, whose default is to spin while it waits: with
+# more busy threads than free cores (a test beside an upstream program or a server it started, or
+# the machine's other jobs), a 128-token generation on 2 threads took 67 s instead of 3.4 s here.
+# Passive waiting sleeps instead, and changes no result (what is computed, and in what order, is
+# the same). Set before llamact loads ggml: libgomp reads it once, when it is loaded. Every
+# process the tests start inherits it (llama-server, llama-simple, `llamact serve`, workers).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-import llamact
+import pytest  # noqa: E402
+
+import llamact  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +73,31 @@ def oracle():
         pytest.fail(str(exc))
     with client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def full_corpus_bytes(repo_root: Path) -> bytes:
+    """The full reference corpus (``build_corpus`` over the vendored tree, without models), built
+    once per run by a fresh oracle process with no answer cache, pickled. Every test that reads the
+    whole corpus gets its own copy from these bytes (``full_corpus``), so none can change what
+    another reads; the build itself (a minute of upstream's code) is not repeated per module."""
+    import pickle
+
+    from llamact.parity.corpus import build_corpus
+    from llamact.parity.oracle import OracleClient, OracleProcessError
+
+    try:
+        client = OracleClient(cache=False, timeout=300)
+    except OracleProcessError as exc:
+        pytest.fail(str(exc))
+    with client:
+        corpus = build_corpus(client, repo_root / "vendor" / "llama.cpp")
+    return pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@pytest.fixture
+def full_corpus(full_corpus_bytes: bytes):
+    """A private copy of the full corpus (see ``full_corpus_bytes``)."""
+    import pickle
+
+    return pickle.loads(full_corpus_bytes)

@@ -1,7 +1,7 @@
 """The README's runnable examples run. Each ```python block right after a ``<!-- runnable -->`` line
-is run, in the README's order, in one fresh Python process (later examples may use names an
-earlier one defined, as a reader pasting them in turn would), in a temporary directory. A broken
-example -- a renamed API, an example that raises -- fails here, with its output."""
+is run on its own, in a fresh Python process and a temporary directory of its own, as a reader
+pasting just that example would run it: each example brings its own imports and names. A broken
+example -- a renamed API, a missing import, an example that raises -- fails here, with its output."""
 
 from __future__ import annotations
 
@@ -38,16 +38,33 @@ def test_the_marker_finds_blocks_and_refuses_a_misplaced_one() -> None:
     assert runnable_blocks(f"{MARKER}\n```python\nx = 1\ny = 2\n```\n") == [(3, "x = 1\ny = 2")]
 
 
-def test_readme_examples_run(tmp_path: Path) -> None:
-    blocks = runnable_blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 4, "the README's runnable examples are marked"
-    script = []
-    for line, source in blocks:
-        compile(source, f"README.md:{line}", "exec")   # a syntax error names its block
-        script.append(f"print('=== README.md:{line}', flush=True)\n{source}\n")
-    program = tmp_path / "readme_examples.py"
-    program.write_text("".join(script), encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
-    assert proc.stdout.count("=== README.md:") == len(blocks)
+def test_the_blocks_run_apart(tmp_path: Path) -> None:
+    """A block using a name only an earlier block defines fails: blocks do not share a process."""
+    (tmp_path / "README.md").write_text(f"{MARKER}\n```python\nx = 1\n```\n{MARKER}\n```python\nprint(x)\n```\n")
+    blocks = runnable_blocks((tmp_path / "README.md").read_text())
+    assert run_block(tmp_path / "a", *blocks[0]).returncode == 0
+    proc = run_block(tmp_path / "b", *blocks[1])
+    assert proc.returncode != 0 and "NameError" in proc.stderr
+
+
+def run_block(directory: Path, line: int, source: str) -> subprocess.CompletedProcess[str]:
+    directory.mkdir()
+    program = directory / f"readme_{line}.py"
+    # blank lines before the block: a traceback names README.md's own line numbers
+    program.write_text("\n" * (line - 1) + source + "\n", encoding="utf-8")
+    return subprocess.run([sys.executable, str(program)], cwd=directory, capture_output=True, text=True,
+                          timeout=900)   # a hang guard, not a speed check
+
+
+BLOCKS = runnable_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_marks_its_examples() -> None:
+    assert len(BLOCKS) >= 5, "the README's runnable examples are marked"
+
+
+@pytest.mark.parametrize(("line", "source"), BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
+def test_readme_example_runs_on_its_own(tmp_path: Path, line: int, source: str) -> None:
+    compile(source, f"README.md:{line}", "exec")   # a syntax error names its block
+    proc = run_block(tmp_path / "example", line, source)
+    assert proc.returncode == 0, f"README.md:{line}\n" + proc.stdout[-4000:] + proc.stderr[-6000:]

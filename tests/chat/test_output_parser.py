@@ -24,7 +24,7 @@ from llamact.chat.messages import ChatMessage
 from llamact.chat.output_parser import ChatOutputParser, ChatParseError, parse_chat_output
 from llamact.chat.tagged_parser import build_tagged_peg_parser
 from llamact.errors import LlamaException
-from llamact.parity.corpus import build_corpus
+from llamact.parity.corpus import Corpus, build_corpus
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.peg.builder import ParserBuilder
 
@@ -180,11 +180,11 @@ def _damaged(text: str, fragments: list[str], rng: random.Random) -> str:
 
 
 @pytest.mark.slow
-def test_damaged_outputs_stream_as_upstream(oracle: OracleClient) -> None:
+def test_damaged_outputs_stream_as_upstream(oracle: OracleClient, full_corpus: Corpus) -> None:
     """Every corpus stream, damaged (marker fragments inserted, spans dropped or repeated), fed to
     one ChatOutputParser prefix by prefix: messages, parse errors and the server's diffs (with
     stable call ids) equal upstream's at every step."""
-    corpus = build_corpus(oracle, LLAMA_CPP)
+    corpus = full_corpus
     finals = [c.input for c in corpus.cases["chat_parse"] if c.id.endswith("/final")]
     fragments = sorted({s for f in finals for p in f["parser"]["parsers"]
                         for s in [p.get("literal")] + list(p.get("delimiters", [])) if s})

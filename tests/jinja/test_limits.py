@@ -4,9 +4,11 @@ and without holding the thread for long.
 Each hostile template renders in a worker process whose address space is capped (RLIMIT_AS) and
 whose Python allocations are traced (tracemalloc): a case passes when the render raises
 JinjaLimitExceeded and the traced peak stayed far below what the template asked for. Nothing here
-measures time. The time bound is shown with a tiny limit and a template whose single step (one sort,
-one filter, one comparison) is enormous: the typed error is only raised if the clock is read
-inside that step.
+measures time. The time bound is shown on templates whose single step (one sort, one filter, one
+comparison) is enormous, with a clock that advances one "second" per reading: the budget's own
+count of clock readings. The set-up before the step fits in the bound and the step does not, so
+the typed error shows the clock is read all through the step, whatever the machine's speed. One
+step too large for any machine (10**12 comparisons) shows the same bound on the real clock.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ REPLY_TIMEOUT = 300  # a guard against a hang, not a measurement
 _WORKER = textwrap.dedent("""
     import gc, json, resource, sys, tracemalloc
     from llamact.jinja import RenderLimits, render
+    from llamact.jinja import budget
     from llamact.errors import LlamaException
+    real_clock = budget._clock
+
+    class ReadingClock:  # one second per reading: a budget's deadline is a count of clock readings
+        def __init__(self):
+            self.readings = 0
+        def __call__(self):
+            self.readings += 1
+            return float(self.readings)
     size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[1]), resource.RLIM_INFINITY))
     if sys.argv[2] == "trace":
@@ -45,6 +56,8 @@ _WORKER = textwrap.dedent("""
         gc.collect()
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
+        clock = ReadingClock() if request.get("clock") == "readings" else real_clock
+        budget._clock = clock
         try:
             render(request["template"], request["context"], source_name="hostile",
                    limits=RenderLimits(**request["limits"]))
@@ -53,8 +66,11 @@ _WORKER = textwrap.dedent("""
             outcome, message = type(exc).__name__, str(exc)
         except MemoryError:
             outcome, message = "MemoryError", ""
+        finally:
+            budget._clock = real_clock
         peak = tracemalloc.get_traced_memory()[1] - base if tracemalloc.is_tracing() else 0
-        print(json.dumps({"outcome": outcome, "message": message, "peak": peak}), flush=True)
+        readings = clock.readings if clock is not real_clock else None
+        print(json.dumps({"outcome": outcome, "message": message, "peak": peak, "readings": readings}), flush=True)
 """)
 
 
@@ -71,10 +87,14 @@ class _Worker:
                                          env=dict(os.environ))
         return self.proc
 
-    def render(self, template: str, limits: dict[str, Any], context: dict[str, Any] | None = None) -> dict[str, Any]:
+    def render(self, template: str, limits: dict[str, Any], context: dict[str, Any] | None = None,
+               clock: str = "real") -> dict[str, Any]:
+        """``clock`` "readings": the budget's clock advances one second per reading (the reply's
+        ``readings`` counts them); "real": time.monotonic."""
         proc = self._start()
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"template": template, "context": context or {}, "limits": limits}) + "\n")
+        request = {"template": template, "context": context or {}, "limits": limits, "clock": clock}
+        proc.stdin.write(json.dumps(request) + "\n")
         proc.stdin.flush()
         ready, _, _ = select.select([proc.stdout], [], [], REPLY_TIMEOUT)
         line = proc.stdout.readline() if ready else ""
@@ -164,38 +184,58 @@ def test_growth_stops_before_memory_runs_out(traced: _Worker, template: str) -> 
     assert reply["peak"] < PEAK_BOUND, reply
 
 
-# One step each that would run for seconds (the limit is 0.3 s, the set-up before the step takes a
-# few milliseconds): raising shows the clock is read inside the step. The steps allocate little,
-# so only the time bound can stop them.
+# (set-up, step): one step each that would run for seconds, built on a set-up that is cheap in
+# clock readings. The steps allocate little, so only the time bound can stop them.
 STEPS = {
-    "sort": "{{ ((range(0, 600000, 2)|list) + (range(1, 600000, 2)|list))|sort|length }}",
-    "select": "{{ range(1000000)|select('divisibleby', 2)|list|length }}",
-    "reject": "{{ range(1000000)|reject('ne', -1)|list|length }}",
-    "max": "{{ range(1000000)|max }}",
-    "in": "{{ -1 in (range(1000000)|list) + (range(1000000)|list) }}",
-    "equal-lists": "{{ (range(1000000)|list) == (range(1000000)|list) }}",
+    "sort": ("{% set l = (range(0, 600000, 2)|list) + (range(1, 600000, 2)|list) %}", "{{ l|sort|length }}"),
+    "select": ("", "{{ range(1000000)|select('divisibleby', 2)|list|length }}"),
+    "reject": ("", "{{ range(1000000)|reject('ne', -1)|list|length }}"),
+    "max": ("", "{{ range(1000000)|max }}"),
+    "in": ("{% set l = (range(1000000)|list) + (range(1000000)|list) %}", "{{ -1 in l }}"),
+    "equal-lists": ("{% set a = range(1000000)|list %}{% set b = range(1000000)|list %}", "{{ a == b }}"),
     "equal-tuple-dag": ("{% set ns = namespace(t=(1, 2)) %}{% for i in range(24) %}{% set ns.t = (ns.t, ns.t) %}"
-                        "{% endfor %}{{ ns.t == ns.t }}"),
-    "print-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(24) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+                        "{% endfor %}", "{{ ns.t == ns.t }}"),
+    "print-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(24) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}",
                   "{{ ns.l }}"),
-    "tojson-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(20) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+    "tojson-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(20) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}",
                    "{{ ns.l|tojson|length }}"),
-    "string-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(20) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+    "string-dag": ("{% set ns = namespace(l=[]) %}{% for i in range(20) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}",
                    "{{ ns.l|string|length }}"),
-    "join": "{{ range(1000000)|join(',')|length }}",
-    "string": "{{ range(1000000)|string|length }}",
-    "title": "{{ ('ab ' * 5000000)|title|length }}",
-    "format": "{{ ('{}' * 500000).format(*range(500000))|length }}",
-    "tojson-ascii": "{{ ('é' * 2000000)|tojson(ensure_ascii=true)|length }}",
-    "trim-wide-set": "{{ ('é' * 5000000)|trim(('ü' * 3000) ~ 'é')|length }}",
+    "join": ("", "{{ range(1000000)|join(',')|length }}"),
+    "string": ("", "{{ range(1000000)|string|length }}"),
+    "title": ("{% set s = 'ab ' * 5000000 %}", "{{ s|title|length }}"),
+    "format": ("{% set f = '{}' * 500000 %}", "{{ f.format(*range(500000))|length }}"),
+    "tojson-ascii": ("{% set s = 'é' * 2000000 %}", "{{ s|tojson(ensure_ascii=true)|length }}"),
+    "trim-wide-set": ("{% set s = 'é' * 5000000 %}{% set chars = ('ü' * 3000) ~ 'é' %}", "{{ s|trim(chars)|length }}"),
 }
+# Readings the step must take beyond the set-up's: more than a step reading the clock only as it
+# starts and ends could (trim over 5M characters, in 64K chunks, reads it about 76 times).
+STEP_READINGS = 8
 
 
-@pytest.mark.parametrize("template", list(STEPS.values()), ids=list(STEPS))
-def test_one_enormous_step_stops_at_the_time_bound(untraced: _Worker, template: str) -> None:
-    reply = untraced.render(template, TIME_LIMITS)
+@pytest.mark.parametrize(("setup", "step"), list(STEPS.values()), ids=list(STEPS))
+def test_one_enormous_step_stops_at_the_time_bound(untraced: _Worker, setup: str, step: str) -> None:
+    alone = untraced.render(setup, {"max_seconds": 1e12}, clock="readings")
+    assert alone["outcome"] == "rendered" and alone["readings"] > 0, alone
+    # The first reading (1) sets the deadline at 1 + max_seconds, and the render stops at the first
+    # reading past it: the set-up's own readings fit, and the step must take STEP_READINGS more.
+    limits = {"max_seconds": float(alone["readings"] + STEP_READINGS)}
+    reply = untraced.render(setup + step, limits, clock="readings")
     assert reply["outcome"] == "JinjaLimitExceeded", reply
-    assert "longer than" in reply["message"] or "bound" in reply["message"], reply
+    assert "longer than" in reply["message"], reply
+    assert reply["readings"] == alone["readings"] + STEP_READINGS + 2, reply
+
+
+# 2**40 leaf comparisons (a DAG of 40 levels, 40 objects): no machine ends it within the bound
+ENDLESS_STEP = ("{% set ns = namespace(t=(1, 2)) %}{% for i in range(40) %}{% set ns.t = (ns.t, ns.t) %}"
+                "{% endfor %}{{ ns.t == ns.t }}")
+
+
+def test_a_step_no_machine_finishes_stops_on_the_real_clock(untraced: _Worker) -> None:
+    reply = untraced.render(ENDLESS_STEP, TIME_LIMITS)
+    assert reply["outcome"] == "JinjaLimitExceeded", reply
+    assert "longer than 0.3 s" in reply["message"], reply
+    assert reply["readings"] is None   # time.monotonic, not the counting clock
 
 
 def test_limit_errors_name_the_template_source() -> None:

@@ -4,6 +4,7 @@ measuring every component llamact implements against the oracle."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -46,13 +47,12 @@ def llama_cpp(repo_root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fresh_corpora(llama_cpp: Path) -> list[Corpus]:
-    """The full corpus built twice, each time by a new oracle process with no answer cache."""
-    corpora = []
-    for _ in range(2):
-        with OracleClient(cache=False) as oracle:
-            corpora.append(build_corpus(oracle, llama_cpp))
-    return corpora
+def fresh_corpora(llama_cpp: Path, full_corpus_bytes: bytes) -> list[Corpus]:
+    """The full corpus built twice, each time by a new oracle process with no answer cache: the
+    run's shared build (conftest's full_corpus_bytes, its own fresh process) and one more."""
+    with OracleClient(cache=False) as oracle:
+        again = build_corpus(oracle, llama_cpp)
+    return [pickle.loads(full_corpus_bytes), again]
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from llamact.errors import LlamaException
 from llamact.parity.components import parse_result_digest as digest
 from llamact.parity.components import parse_result_json as result_json
-from llamact.parity.corpus import build_corpus
+from llamact.parity.corpus import Corpus, build_corpus
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.peg import Arena, Literal, build_peg_parser, load_arena
 from llamact.peg.executor import CompiledParser, IncrementalParser, parse
@@ -35,8 +35,11 @@ LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
 FAST_TEMPLATES = ["Qwen-Qwen3-0.6B", "google-gemma-4-31B-it", "MiniMax-M3", "Qwen3-Coder", "LFM2-8B-A1B"]
 
 
-def _streams(oracle: OracleClient, templates: list[str] | None) -> list[tuple[str, Any, bytes, int]]:
-    corpus = build_corpus(oracle, LLAMA_CPP, templates=templates)
+def _streams(oracle: OracleClient, templates: list[str]) -> list[tuple[str, Any, bytes, int]]:
+    return _corpus_streams(build_corpus(oracle, LLAMA_CPP, templates=templates))
+
+
+def _corpus_streams(corpus: Corpus) -> list[tuple[str, Any, bytes, int]]:
     out = []
     for case in corpus.cases.get("chat_parse", []):
         if not case.id.endswith("/final") or not case.input.get("parser"):
@@ -68,8 +71,8 @@ def test_corpus_streams_fast_subset(oracle: OracleClient) -> None:
 
 
 @pytest.mark.slow
-def test_corpus_streams_full(oracle: OracleClient) -> None:
-    streams = _streams(oracle, None)
+def test_corpus_streams_full(oracle: OracleClient, full_corpus: Corpus) -> None:
+    streams = _corpus_streams(full_corpus)
     assert len(streams) >= 300
     assert sum(_check_stream(oracle, *s) for s in streams) > 40000
 
@@ -90,10 +93,10 @@ def _mutated(data: bytes, fragments: list[bytes], rng: random.Random) -> bytes:
 
 
 @pytest.mark.slow
-def test_mutated_corpus_streams(oracle: OracleClient) -> None:
+def test_mutated_corpus_streams(oracle: OracleClient, full_corpus: Corpus) -> None:
     """Outputs that do not follow the format (what a small model produces) parse as upstream's
     at every prefix too, fresh and resumed."""
-    streams = _streams(oracle, None)
+    streams = _corpus_streams(full_corpus)
     fragments = sorted({s.encode() for _, parser, _, _ in streams for p in parser["parsers"]
                         for s in [p.get("literal")] + list(p.get("delimiters", [])) if s})
     fragments += [b" ", b"\n", b"{", b"}", b'"', b"\\", "é".encode(), b"\xe4\xb8"]

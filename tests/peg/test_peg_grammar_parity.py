@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from llamact.errors import LlamaException
-from llamact.parity.corpus import Case, build_corpus
+from llamact.parity.corpus import Case, Corpus, build_corpus
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.peg import Arena, PegArenaError, arena_to_gbnf, load_arena
 
@@ -50,8 +50,8 @@ def test_template_arenas_fast_subset(oracle: OracleClient) -> None:
 
 
 @pytest.mark.slow
-def test_template_arenas_full_corpus(oracle: OracleClient) -> None:
-    cases = _peg_cases(oracle, None)
+def test_template_arenas_full_corpus(full_corpus: Corpus) -> None:
+    cases = full_corpus.cases.get("peg_grammar", [])
     assert len(cases) >= 600
     for case in cases:
         _check_case(case)
