@@ -157,6 +157,15 @@ def _as_is(body: Json, name: str) -> Json:
     return body[name]
 
 
+_DEFAULT = object()   # a reader's answer for a value upstream's json_value() replaces by the default
+
+
+def _lenient_bool(body: Json, name: str) -> Any:
+    """``json_value(body, name, default)`` for a boolean: the default when it is not one."""
+    value = body[name]
+    return value if isinstance(value, bool) else _DEFAULT
+
+
 # llama-server's sampling fields (params_from_json_cmpl) and the GenerationParams field each sets
 _FLOAT_FIELDS = {
     "temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "typical_p": "typical_p",
@@ -176,13 +185,13 @@ _INT_FIELDS = {
 _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
     ("tools", "tools", _as_is),
     ("tool_choice", "tool_choice", _as_is),
-    ("parallel_tool_calls", "parallel_tool_calls", _bool),
+    ("parallel_tool_calls", "parallel_tool_calls", _lenient_bool),
     ("reasoning_format", "reasoning_format", _string),
     ("response_format", "response_format", _as_is),
     ("chat_template_kwargs", "chat_template_kwargs", _object),
-    ("reasoning_effort", "reasoning_effort", _as_is),
+    ("reasoning_effort", "reasoning_effort", _lenient_string),
     ("continue_final_message", "continue_final_message", _as_is),
-    ("add_generation_prompt", "add_generation_prompt", _bool),
+    ("add_generation_prompt", "add_generation_prompt", _lenient_bool),
     ("grammar", "grammar", _string),
     ("reasoning_budget_message", "reasoning_budget_message", _lenient_string),
     ("thinking_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
@@ -320,7 +329,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
                                "upstream_compat": True}   # llama-server's events, deltas and all
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
-            options[option] = read(body, name)
+            value = read(body, name)
+            if value is not _DEFAULT:
+                options[option] = value
     if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
     if options.get("grammar"):

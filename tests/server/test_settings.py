@@ -85,3 +85,12 @@ def test_the_enable_thinking_kwarg_is_read_as_upstream_reads_it() -> None:
         return read_chat(body, RequestDefaults(enable_thinking=True)).request.inputs.enable_thinking
 
     assert (thinking(False), thinking(True), thinking(1)) == (False, True, True)
+
+
+def test_fields_upstream_reads_leniently_keep_their_defaults() -> None:
+    # json_value(body, name, default): a value of another type is the default, not an error
+    call = read_chat({"messages": [], "parallel_tool_calls": "yes", "reasoning_effort": 5,
+                      "add_generation_prompt": 1}, RequestDefaults(parallel_tool_calls=True))
+    inputs = call.request.inputs
+    assert (inputs.parallel_tool_calls, inputs.add_generation_prompt) == (True, True)
+    assert "reasoning_effort" not in inputs.chat_template_kwargs
