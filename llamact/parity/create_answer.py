@@ -74,38 +74,74 @@ class CreateRunner:
         return self._engines[model]
 
     def answer(self, case: E2ECase, template_now: float | None) -> ChatAnswer:
+        return self.answers(case, template_now, (self.upstream_compat,))[self.upstream_compat]
+
+    def answers(self, case: E2ECase, template_now: float | None, modes: tuple[bool, ...]) -> dict[bool, ChatAnswer]:
+        """The case answered with ``upstream_compat`` set to each of ``modes``. The flag changes only
+        how the reply is parsed (deviations 2-5 are output-side: the prompt, grammar and sampler are
+        the same), so each run generates once, through ``engine.create()`` in the first mode, and the
+        same generated pieces are also parsed in the other modes."""
+        from ..chat.request import ChatRequest
+        from ..chat.streaming import ChatStreamParser
         from ..engine import GenerationParams
+        from ..engine.chat_completion import ChatStream
 
         engine = self.engine(case.model)
         kwargs = case.create_kwargs(self._llama_cpp)
         params = GenerationParams(**kwargs.pop("params"))
-        kwargs.update(params=params, template_now=template_now, upstream_compat=self.upstream_compat)
+        request = ChatRequest(kwargs.pop("messages"), **kwargs, template_now=template_now, upstream_compat=modes[0])
 
-        chunks: list[Json] = []
-        with engine.create(**kwargs) as stream:
-            for chunk in stream:
-                chunks += chunk.to_openai(stream.id, stream.model, stream.created, include_usage=True)
-            streamed_tokens = list(stream.tokens)
-        with engine.create(**kwargs) as collected:
-            completion = collected.completion()
-            tokens, text = list(collected.tokens), collected.text
-            final = completion.to_openai(collected.id, collected.model, collected.created)
-        prompt_tokens = engine.tokenize(completion.prompt, add_special=True, parse_special=True)
-        answer = answer_from_openai(chunks, final, prompt=completion.prompt, prompt_tokens=prompt_tokens,
-                                    tokens=tokens, text=text)
-        # the two runs of one request must agree (as the server's, checked by its determinism test)
-        if streamed_tokens != tokens:
-            answer.problems.append(f"the streamed run generated {streamed_tokens}, the collected run {tokens}")
-        return answer
+        def run() -> dict[bool, ChatStream]:
+            """One create() of the request, read as its own iteration reads it (each piece pushed until
+            the final one), its pieces also pushed to a stream of each other mode."""
+            stream = engine.create(request, params=params)
+            n_prompt = len(engine.tokenize(stream.result.prompt, add_special=True, parse_special=True))
+            streams = {modes[0]: stream}
+            for mode in modes[1:]:
+                parser = ChatStreamParser(stream.result, tools=request.inputs.tools, upstream_compat=mode,
+                                          is_continuation=request.is_continuation)
+                streams[mode] = ChatStream(stream.generation, stream.result, parser, n_prompt,
+                                           stream.generation.n_cached, model=stream.model)
+            with stream:
+                for piece in stream.generation:
+                    for s in streams.values():
+                        chunks.setdefault(s, []).extend(s.push(piece))
+                    if piece.stop_reason is not None:
+                        break
+            return streams
 
-    def run(self, case: Case) -> Json:
-        """The scoreboard's runner: the answer's JSON, or what create() raised as ``{"error": ...}``
-        (``server_e2e.judge`` compares it with the server's error)."""
+        chunks: dict[ChatStream, list[Any]] = {}
+        streamed, collected = run(), run()
+        out: dict[bool, ChatAnswer] = {}
+        for mode in modes:
+            stream, whole = streamed[mode], collected[mode]
+            events = [e for c in chunks.get(stream, []) for e in
+                      c.to_openai(stream.id, stream.model, stream.created, include_usage=True)]
+            completion = whole.completion()
+            final = completion.to_openai(whole.id, whole.model, whole.created)
+            prompt_tokens = engine.tokenize(completion.prompt, add_special=True, parse_special=True)
+            answer = answer_from_openai(events, final, prompt=completion.prompt, prompt_tokens=prompt_tokens,
+                                        tokens=list(whole.tokens), text=whole.text)
+            # the two runs of one request must agree (as the server's, checked by its determinism test)
+            if list(stream.tokens) != list(whole.tokens):
+                answer.problems.append(f"the streamed run generated {stream.tokens}, the collected run {whole.tokens}")
+            out[mode] = answer
+        return out
+
+    def run_modes(self, case: Case, modes: tuple[bool, ...]) -> dict[bool, Json]:
+        """``run`` in each ``upstream_compat`` mode, from the same generations (see ``answers``)."""
         from .server_e2e import case_from_input
 
         expected = case.expected or {}
         try:
-            return self.answer(case_from_input(case.input), expected.get("template_now")).to_json()
+            answers = self.answers(case_from_input(case.input), expected.get("template_now"), modes)
         except LlamaException as exc:
             details = json.loads(json.dumps(exc.details, default=str))
-            return {"error": {"exception": type(exc).__name__, "message": str(exc), "details": details}}
+            error = {"error": {"exception": type(exc).__name__, "message": str(exc), "details": details}}
+            return {mode: error for mode in modes}
+        return {mode: answer.to_json() for mode, answer in answers.items()}
+
+    def run(self, case: Case) -> Json:
+        """The scoreboard's runner: the answer's JSON, or what create() raised as ``{"error": ...}``
+        (``server_e2e.judge`` compares it with the server's error)."""
+        return self.run_modes(case, (self.upstream_compat,))[self.upstream_compat]

@@ -155,10 +155,19 @@ def row_case(e2e: E2ECase, record: ServerRecord | None) -> Case:
 def judge_answers(cases: Iterable[E2ECase], records: dict[str, ServerRecord], runner: Any) -> dict[str, Verdict]:
     """Every case's verdict as the scoreboard reaches it: ``runner.run`` (create_answer.CreateRunner)
     answers the row's case, :func:`judge` compares that with the server's record."""
-    verdicts: dict[str, Verdict] = {}
+    mode = bool(getattr(runner, "upstream_compat", False))
+    return judge_answers_in_modes(cases, records, runner, (mode,))[mode]
+
+
+def judge_answers_in_modes(cases: Iterable[E2ECase], records: dict[str, ServerRecord], runner: Any,
+                           modes: tuple[bool, ...]) -> dict[bool, dict[str, Verdict]]:
+    """``judge_answers`` with ``upstream_compat`` set to each of ``modes``, from one set of generations
+    (``CreateRunner.run_modes``)."""
+    verdicts: dict[bool, dict[str, Verdict]] = {mode: {} for mode in modes}
     for e2e in cases:
         case = row_case(e2e, records.get(e2e.id))
-        verdicts[e2e.id] = judge(case, runner.run(case), upstream_compat=getattr(runner, "upstream_compat", False))
+        for mode, got in runner.run_modes(case, modes).items():
+            verdicts[mode][e2e.id] = judge(case, got, upstream_compat=mode)
     return verdicts
 
 

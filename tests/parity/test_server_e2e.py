@@ -11,13 +11,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from llamact.parity.components import ModelRunners, components
+from llamact.parity.corpus import Corpus
 from llamact.parity.create_answer import CreateRunner
+from llamact.parity.scoreboard import score_component
 from llamact.parity.server_cases import e2e_cases
 from llamact.parity.server_compare import compare
-from llamact.parity.server_e2e import ServerRecord, judge_answers, run_server_cases
+from llamact.parity.server_e2e import COMPONENT, ServerRecord, judge_answers_in_modes, row_case, run_server_cases
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -65,13 +69,25 @@ def server_records(repo_root: Path, models: dict[str, Path], llama_server_bin: P
     return run_server_cases(e2e_cases(), models, repo_root / "vendor" / "llama.cpp", llama_server_bin, cache=True)
 
 
-def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, models: dict[str, Path],
-                                                         server_records: dict[str, ServerRecord]) -> None:
+@pytest.fixture(scope="module")
+def verdicts_by_mode(repo_root: Path, models: dict[str, Path],
+                     server_records: dict[str, ServerRecord]) -> dict[bool, dict[str, Any]]:
+    """engine.create()'s answer to every case, judged against the server's, with upstream_compat off
+    (the row: deviations on) and on; both from the same generations (the flag only changes how the
+    reply is parsed: CreateRunner.answers)."""
+    with CreateRunner(models, repo_root / "vendor" / "llama.cpp") as runner:
+        return judge_answers_in_modes(e2e_cases(), server_records, runner, (False, True))
+
+
+@pytest.fixture(scope="module")
+def verdicts(verdicts_by_mode: dict[bool, dict[str, Any]]) -> dict[str, Any]:
+    return verdicts_by_mode[False]
+
+
+def test_engine_create_answers_every_case_as_llama_server(server_records: dict[str, ServerRecord],
+                                                         verdicts: dict[str, Any]) -> None:
     cases = e2e_cases()
-    llama_cpp = repo_root / "vendor" / "llama.cpp"
     records = server_records
-    with CreateRunner(models, llama_cpp) as runner:
-        verdicts = judge_answers(cases, records, runner)
     assert len(verdicts) == len(cases)
     for case in cases:   # the server's answers are themselves sound
         answer = records[case.id].answer
@@ -82,16 +98,36 @@ def test_engine_create_answers_every_case_as_llama_server(repo_root: Path, model
     assert all(v.deviations for v in verdicts.values() if v.kind == "deviation")
 
 
-def test_engine_create_with_upstream_compat_is_llama_server(repo_root: Path, models: dict[str, Path],
-                                                           server_records: dict[str, ServerRecord]) -> None:
+def test_engine_create_with_upstream_compat_is_llama_server(verdicts_by_mode: dict[bool, dict[str, Any]]) -> None:
     # upstream_compat=True switches the output deviations (2-5) off: every answer must then be the
     # server's, chunk for chunk. Named tool choice (deviation 9) is a request llama-server does not
     # serve (it runs it as "auto"); the flag leaves it on, so those cases are not judged here.
     cases = e2e_cases()
-    with CreateRunner(models, repo_root / "vendor" / "llama.cpp", upstream_compat=True) as runner:
-        verdicts = judge_answers(cases, server_records, runner)
+    verdicts = verdicts_by_mode[True]
     assert len(verdicts) == len(cases)
     not_equal = {case.id: str(verdicts[case.id]) for case in cases
                  if verdicts[case.id].kind != "equal" and not case.named_tool_choice}
     assert not not_equal, not_equal
     assert sum(case.named_tool_choice for case in cases) < len(cases) // 4
+
+
+def test_the_scoreboard_scores_the_row_with_the_same_runner_and_judge(repo_root: Path, models: dict[str, Path],
+                                                                    server_records: dict[str, ServerRecord],
+                                                                    verdicts: dict[str, Any]) -> None:
+    """The scoreboard's server_e2e row (its component, runner and scoring), on a subset of the cases:
+    the same verdicts as judge_answers above, which judges every case (the full scoreboard test runs
+    with --no-server rather than create() every case a second time)."""
+    cases = [c for c in e2e_cases() if c.id in SUBSET]
+    llama_cpp = repo_root / "vendor" / "llama.cpp"
+    corpus = Corpus()
+    for e2e in cases:
+        corpus.add(row_case(e2e, server_records.get(e2e.id)))
+    runners = ModelRunners(models, llama_cpp)
+    try:
+        component = next(c for c in components(runners, corpus) if c.name == COMPONENT)
+        row = score_component(component, corpus.cases[COMPONENT])
+    finally:
+        runners.close()
+    kinds = [verdicts[c.id].kind for c in cases]
+    assert (row.cases, row.equal, row.deviation, row.different, row.error, row.crash) == \
+        (len(cases), kinds.count("equal"), kinds.count("deviation"), 0, 0, 0), row
