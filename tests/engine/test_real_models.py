@@ -191,7 +191,9 @@ def test_greedy_output_matches_llama_simple(
     params = ModelParams(n_ctx=n_prompt + n_predict - 1, n_batch=n_prompt)
     with LlamaEngine.load(path, params) as engine:
         first = engine.complete(prompt, _greedy(n_predict))
-        second = engine.complete(prompt, _greedy(n_predict))
+        # (without the prompt cache: a prompt half cached is evaluated in another batch shape, which
+        # may move a near tie; docs/design.md, "Caveats")
+        second = engine.complete(prompt, _greedy(n_predict, cache_prompt=False))
 
     prompt_echo = _pieces_text(shared, prompt_tokens, special=True)
     assert prompt_echo + first.text + "\n" == upstream
@@ -407,19 +409,19 @@ def test_chunks_are_whole_characters(request: pytest.FixtureRequest, model: str,
     tokens = [c.token for c in chunks if c.token is not None]
     # The output really has characters split over several tokens.
     assert _count_partial_pieces(engine, tokens) > 0
-    raw = b"".join(engine.model.vocab.token_to_piece(t, special=True) for t in tokens)
-    expected = raw.decode("utf-8")  # the model's bytes are valid UTF-8
-    assert any(ord(c) > 0x7F for c in expected)
-    for c in chunks:
+    # Each chunk carries exactly the characters completed by its token (the model's bytes are valid
+    # UTF-8 up to where max_tokens may cut a character: that tail is the final chunk's one U+FFFD).
+    dec = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    per_token = [dec.decode(engine.model.vocab.token_to_piece(t, special=True)) for t in tokens]
+    cut_tail = dec.getstate()[0]
+    assert any(ord(c) > 0x7F for c in "".join(per_token))
+    token_chunks = [c for c in chunks if c.token is not None]
+    for c in token_chunks:
         assert "\ufffd" not in c.text
         assert not any(0xD800 <= ord(ch) <= 0xDFFF for ch in c.text)
         c.text.encode("utf-8")  # strict: fails on lone surrogates
-    assert "".join(c.text for c in chunks) == expected
-    # Each chunk carries exactly the characters completed by its token.
-    dec = codecs.getincrementaldecoder("utf-8")(errors="strict")
-    per_token = [dec.decode(engine.model.vocab.token_to_piece(t, special=True)) for t in tokens]
-    assert [c.text for c in chunks if c.token is not None] == per_token
-    assert chunks[-1].text == ""
+    assert [c.text for c in token_chunks] == per_token
+    assert chunks[-1].text == ("\ufffd" if cut_tail else "")
 
 
 # -- engine state ------------------------------------------------------------------------------
