@@ -50,9 +50,12 @@ def sampler_specs(
 def check_grammar(text: str) -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
     m > n, and explains other errors only on stderr. Our front end rejects both with the place."""
-    from ..grammar.gbnf import GbnfError, parse_gbnf
+    from ..grammar.gbnf import GbnfError
+    from ..grammar.limits import GrammarLimitError, check_grammar_limits
 
     try:
-        parse_gbnf(text)
+        check_grammar_limits(text)
+    except GrammarLimitError:
+        raise
     except GbnfError as exc:
         raise LlamaInferenceException(f"invalid grammar: {exc}", {"grammar": text[:2000]}) from exc

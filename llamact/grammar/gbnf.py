@@ -41,6 +41,7 @@ from lark.lark import PostLex
 from ..errors import LlamaInferenceException
 
 __all__ = [
+    "MAX_PARSE_DEPTH",
     "MAX_REPETITION_THRESHOLD",
     "Alternatives",
     "AnyChar",
@@ -55,6 +56,7 @@ __all__ = [
     "Sequence",
     "TokenRef",
     "format_gbnf",
+    "max_paren_depth",
     "parse_gbnf",
 ]
 
@@ -544,6 +546,38 @@ def _kept_references(item: Element | Alternatives, inside: bool = False) -> Iter
                 yield from _kept_references(element, inside)
 
 
+#: the deepest nesting of parentheses parse_gbnf reads (its checks recurse once per group, as
+#: llama.cpp's parser does); ``grammar.limits`` bounds it lower by default
+MAX_PARSE_DEPTH = 256
+
+
+def max_paren_depth(text: str) -> int:
+    """The deepest nesting of parentheses in GBNF ``text`` (literals, classes, token references
+    and comments skipped): a linear scan, so that depth is known before anything recurses."""
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or c == "[":
+            close = '"' if c == '"' else "]"
+            i += 1
+            while i < n and text[i] != close:
+                i += 2 if text[i] == "\\" else 1
+        elif c == "#":
+            while i < n and text[i] not in "\r\n":
+                i += 1
+        elif c == "<":
+            end = text.find(">", i)
+            i = n if end < 0 else end
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
+
+
 def parse_gbnf(text: str, root: str | None = "root") -> Grammar:
     """Parse and validate GBNF ``text``; ``root`` must be defined (None: no root check).
 
@@ -552,6 +586,10 @@ def parse_gbnf(text: str, root: str | None = "root") -> Grammar:
     """
     if "\x00" in text:
         raise _error_at(text, "NUL character in the grammar (llama.cpp stops reading there)", text.index("\x00"))
+    depth = max_paren_depth(text)
+    if depth > MAX_PARSE_DEPTH:
+        raise GbnfError(f"parentheses nested {depth} deep, above the {MAX_PARSE_DEPTH} levels llamact reads "
+                        "(llama.cpp's parser would overflow its stack)")
     try:
         parsed = cast(list[tuple[Token, Alternatives]], _parser().parse(text))
     except UnexpectedInput as exc:

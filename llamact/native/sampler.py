@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import LlamaException, LlamaInferenceException
+from ..grammar.limits import check_grammar_limits
 from . import llama_h, log
 from ._handle import NativeHandle
 from ._library import native
@@ -318,6 +319,9 @@ class Grammar(SamplerSpec):
     root: str = "root"
     trigger_patterns: tuple[str, ...] = ()
     trigger_tokens: tuple[int, ...] = ()
+    # False hands the text to llama.cpp unchecked: only for asking llama.cpp's own verdict (the
+    # parity tests); a grammar from anyone else must pass the bounded check
+    front_end_check: bool = True
 
     @property
     def lazy(self) -> bool:
@@ -330,6 +334,10 @@ class Grammar(SamplerSpec):
             raise _bad(self, "root", self.root, "must be the name of a rule")
         _text(self, "grammar", self.grammar)
         _text(self, "root", self.root)
+        # every grammar passes the bounded check before llama.cpp parses it (grammar.limits: its
+        # parser recurses per group, its per-token cost grows with the alternatives)
+        if self.front_end_check:
+            check_grammar_limits(self.grammar, root=self.root)
         for pattern in self.trigger_patterns:
             _text(self, "trigger_patterns", pattern)
         for tok in self.trigger_tokens:

@@ -28,7 +28,7 @@ def llama_cpp_accepts_grammar(grammar_text: str, model: Model, root: str = "root
     """``(True, "")`` when llama.cpp builds a grammar sampler for ``grammar_text``, else
     ``(False, reason)`` with the reason llama.cpp printed or logged."""
     try:
-        chain = SamplerChain(model, [Grammar(grammar_text, root=root), Greedy()])
+        chain = SamplerChain(model, [Grammar(grammar_text, root=root, front_end_check=False), Greedy()])
     except LlamaInferenceException as exc:
         return False, exc.message
     chain.close()
@@ -47,7 +47,7 @@ def llama_cpp_grammar_decisions(grammar_text: str, model: Model, text: str, root
         # tokenizer drops them, and the matcher would be judging different text
         raise LlamaInferenceException("the text does not survive tokenization with this model's vocabulary",
                                       {"text": text})
-    chain = SamplerChain(model, [Grammar(grammar_text, root=root), Greedy()])
+    chain = SamplerChain(model, [Grammar(grammar_text, root=root, front_end_check=False), Greedy()])
     try:
         for token in tokens:
             try:

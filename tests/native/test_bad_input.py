@@ -616,12 +616,13 @@ def test_sampler_chain_needs_samplers(model: Model) -> None:
 )
 def test_grammar_llama_cpp_rejects_quotes_its_reason(model: Model, grammar: str, root: str, reason: str) -> None:
     with pytest.raises(LlamaInferenceException) as info:
-        s.SamplerChain(model, [s.Grammar(grammar, root=root), s.Greedy()])
+        s.SamplerChain(model, [s.Grammar(grammar, root=root, front_end_check=False), s.Greedy()])
     assert "Grammar" in str(info.value)
     assert reason in str(info.value)
     # a lazy grammar is parsed the same way
     with pytest.raises(LlamaInferenceException) as info:
-        s.SamplerChain(model, [s.Grammar(grammar, root=root, trigger_patterns=("<tool_call>",)), s.Greedy()])
+        s.SamplerChain(model, [s.Grammar(grammar, root=root, trigger_patterns=("<tool_call>",), front_end_check=False),
+                               s.Greedy()])
     assert reason in str(info.value)
 
 
