@@ -21,6 +21,7 @@ from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
 from ..errors import LlamaInferenceException, LlamaStateException
+from ..grammar.enforcement import refuse_unenforced
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
@@ -541,6 +542,9 @@ class LlamaEngine:
         if params.grammar:
             request, params = _grammar_from_params(request, params)
         params = _with_logprobs(params, request.logprobs, request.top_logprobs)
+        if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
+            refuse_unenforced(request.inputs.json_schema,
+                              "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
                                   is_continuation=request.is_continuation)

@@ -22,61 +22,11 @@ import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import LlamaInferenceException, LlamaUnsupportedException
+from ..grammar.enforcement import refuse_unenforced
 
 __all__ = ["parse_structured_json", "response_format_for", "schema_for", "validate_output"]
 
 Json = Any
-
-# Keywords the GBNF converter (llamact.grammar.schema) does not read: a schema using them would
-# constrain less than it says.
-_UNENFORCED = frozenset({
-    "not", "if", "then", "else", "multipleOf", "dependentSchemas", "dependentRequired", "dependencies",
-    "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "uniqueItems",
-    "unevaluatedProperties", "unevaluatedItems", "contentSchema", "contentEncoding", "contentMediaType",
-    "minProperties", "maxProperties",
-})
-_FORMATS = frozenset({"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"})
-_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-# keywords whose value is a map of names to schemas, or a list of schemas
-_SCHEMA_MAPS = ("properties", "$defs", "definitions")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-
-
-def _unenforced(schema: Json, path: str) -> tuple[str, str] | None:
-    """The first (path, keyword) the converter would ignore, or None."""
-    if not isinstance(schema, Mapping):
-        return None
-    for key in schema:
-        if key in _UNENFORCED:
-            return path, key
-    fmt = schema.get("format")
-    if isinstance(fmt, str) and fmt not in _FORMATS and schema.get("type") == "string":
-        return path, f"format: {fmt}"
-    types = schema.get("type")
-    if types == "number" or (isinstance(types, list) and "number" in types):
-        for key in _NUMBER_BOUNDS:
-            if key in schema:
-                return path, f"{key} on a number"
-    for key in _SCHEMA_MAPS:
-        value = schema.get(key)
-        if isinstance(value, Mapping):
-            for name, sub in value.items():
-                found = _unenforced(sub, f"{path}/{key}/{name}")
-                if found:
-                    return found
-    for key in _SCHEMA_LISTS:
-        value = schema.get(key)
-        if isinstance(value, list):
-            for i, sub in enumerate(value):
-                found = _unenforced(sub, f"{path}/{key}/{i}")
-                if found:
-                    return found
-    for key in ("items", "additionalProperties"):
-        found = _unenforced(schema.get(key), f"{path}/{key}")
-        if found:
-            return found
-    return None
-
 
 def schema_for(output: Any) -> Json:
     """The JSON schema of ``output`` (a dict schema is returned as is); raises
@@ -90,12 +40,7 @@ def schema_for(output: Any) -> Json:
         except Exception as exc:
             raise LlamaUnsupportedException(f"cannot derive a JSON schema from {output!r}: {exc}",
                                             {"output": repr(output)}) from exc
-    found = _unenforced(schema, "#")
-    if found is not None:
-        path, keyword = found
-        raise LlamaUnsupportedException(
-            f"the schema's {keyword!r} at {path} cannot be enforced by the grammar; remove it or validate "
-            "that part yourself", {"path": path, "keyword": keyword})
+    refuse_unenforced(schema, "validate that part yourself")
     return schema
 
 
@@ -109,6 +54,10 @@ def validate_output(output: Any, text: str, finish_reason: str | None = None) ->
     """``text`` parsed and validated as ``output`` (a dict schema gives the parsed JSON value)."""
     details = {"raw": text, "finish_reason": finish_reason}
     if finish_reason not in (None, "stop"):
+        if finish_reason == "length" and text.endswith("\ufffd"):
+            # max_tokens cut a character in two: the reply shows its bytes as U+FFFD (llama-server's
+            # text); the raw answer here is the whole characters generated
+            details["raw"] = text[:-1]
         raise LlamaInferenceException(
             f"the structured answer ended early (finish_reason {finish_reason!r}); raise max_tokens", details)
     try:

@@ -159,8 +159,34 @@ class SchemaDocument:
     refs: dict[str, SchemaNode]
 
 
+#: the deepest JSON nesting of a schema converted (objects and arrays: ``properties`` and its schema
+#: are two levels). The converter recurses per level and upstream's has no bound; a schema nested
+#: thousands deep (a hostile request) is refused here instead of overflowing Python's stack.
+MAX_SCHEMA_DEPTH = 128
+
+
+def check_schema_depth(schema: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """Raise :class:`SchemaError` when objects and arrays in ``schema`` nest deeper than ``limit``
+    (a loop over an explicit stack, so any depth gets this answer)."""
+    todo: list[tuple[Any, int]] = [(schema, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise SchemaError(f"JSON schema error at #: the schema nests deeper than {limit} levels of objects "
+                              "and arrays, the most llamact converts (flatten it, or name repeated parts in $defs "
+                              "and use $ref)", {"path": "#", "pointer": "#", "limit": limit})
+        todo.extend((child, depth + 1) for child in children)
+
+
 def schema_from_json(schema: Any) -> SchemaDocument:
     """Build the model of ``schema``; raises :class:`SchemaError` (see the module docstring)."""
+    check_schema_depth(schema)
     root_json = normalize(schema)
     return _Builder(root_json).build()
 

@@ -8,6 +8,7 @@ validate against the schema.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -177,6 +178,31 @@ def test_bad_requests_raise_typed_errors_and_leave_the_engine_usable(engine: Lla
     with pytest.raises(error):
         call(engine)
     _still_usable(engine)
+
+
+MULTIPLE_OF = {"type": "json_schema", "json_schema": {"schema": {
+    "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}, "required": ["n"]}}}
+
+
+def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine: LlamaEngine) -> None:
+    """Deviation 8 in create() as in create_structured (issue 26 found create() generating
+    unconstrained '{"n": 10'); upstream_compat=True generates as llama-server does."""
+    async def first_async_chunk() -> None:
+        async with engine.acreate(ASK, response_format=MULTIPLE_OF) as stream:
+            await anext(aiter(stream))
+
+    for call in (lambda: engine.create(ASK, response_format=MULTIPLE_OF),
+                 lambda: engine.create_completion(ASK, response_format=MULTIPLE_OF),
+                 lambda: asyncio.run(first_async_chunk())):
+        with pytest.raises(LlamaUnsupportedException, match="'multipleOf' at #/properties/n") as info:
+            call()
+        assert "upstream_compat=True" in str(info.value)
+    _still_usable(engine)
+    lenient = engine.create_completion(ASK, response_format=MULTIPLE_OF, upstream_compat=True,
+                                       params=GenerationParams(greedy=True, max_tokens=8))
+    assert lenient.content.startswith("{")
+    # the prompt is still upstream's: rendering does not refuse (llama-server's /apply-template)
+    assert engine.chat_template(ASK, response_format=MULTIPLE_OF).prompt
 
 
 def test_a_second_create_while_one_runs_is_refused(engine: LlamaEngine) -> None:

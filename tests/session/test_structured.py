@@ -125,6 +125,23 @@ def test_an_answer_that_fails_validation_carries_its_raw_text(smollm2: LlamaEngi
     assert cut.value.details["finish_reason"] == "length" and cut.value.details["raw"]
 
 
+def test_an_answer_cut_inside_a_character_keeps_whole_characters(smollm2: LlamaEngine) -> None:
+    """Issue 26: max_tokens cutting a character left the raw text ending in half of it (shown as
+    U+FFFD); the raw answer is the whole characters generated."""
+    schema = {"type": "string", "enum": ["日本語のテキストです"]}
+    ask = [{"role": "user", "content": "Say something in Japanese"}]
+    cuts = 0
+    for n in range(4, 12):   # each token of the answer, wherever SmolLM2's tokens split the characters
+        with pytest.raises(LlamaInferenceException, match="ended early") as cut:
+            smollm2.create_structured(ask, schema, params=GenerationParams(greedy=True, max_tokens=n))
+        raw = cut.value.details["raw"]
+        assert "\ufffd" not in raw and '"日本語のテキストです"'.startswith(raw.lstrip()), raw
+        reply = smollm2.create_completion(ask, params=GenerationParams(greedy=True, max_tokens=n),
+                                          response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+        cuts += reply.content.endswith("\ufffd")   # the reply itself is llama-server's text
+    assert cuts > 0   # the cut did fall inside a character
+
+
 def test_session_structured_answer_joins_the_history(smollm2: LlamaEngine) -> None:
     session = ChatSession(smollm2, "Answer in JSON.", params=SHORT)
     verdict = session.create_structured("Is water wet?", Verdict)
