@@ -76,6 +76,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
     serve.add_argument("--chat-template-file", type=Path, help="a Jinja chat template to use instead of the model's")
     serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
+    serve.add_argument("--grammar-max-bytes", type=int, help="largest grammar a request may make, in bytes (1 MiB)")
+    serve.add_argument("--grammar-max-depth", type=int,
+                       help="deepest nesting of groups and rules in a grammar (128; llama.cpp recurses on it)")
+    serve.add_argument("--grammar-max-alternatives", type=int,
+                       help="most alternatives one grammar position may open, e.g. an enum's values (1024): "
+                            "each costs time on every token")
+    serve.add_argument("--grammar-max-elements", type=int,
+                       help="largest grammar after expanding repetitions, in elements (1,000,000)")
+    serve.add_argument("--lenient-schemas", action="store_true", default=None,
+                       help="generate with response schemas whose keywords the grammar cannot enforce "
+                            "(multipleOf, not, ...), ignoring them as llama-server does, instead of answering 400")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
@@ -98,7 +109,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 1
     names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
              "threads",
-             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format")
+             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format",
+             "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
+             "lenient_schemas")
     try:
         settings = load_settings({name: getattr(args, name) for name in names}, args.config)
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range

@@ -14,7 +14,8 @@ What leaves: ``ChatCall`` / ``CompletionCall``; responses in OpenAI's shape. Err
 refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's message where upstream has
 one); ``exception_response`` answers as llama-server does (``error_kind``): a request error or an
 unsupported request 400 ``invalid_request_error``, a prompt that does not fit 400
-``exceed_context_size_error``, anything else 500 ``server_error``.
+``exceed_context_size_error``, anything else 500 ``server_error``. A grammar that does not parse or is
+over a limit (``grammar.limits``) is the request's fault, wherever it was made: 400.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from ..engine import GenerationParams
 from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
 from ..errors import LlamaContextException, LlamaException, LlamaRequestException, LlamaUnsupportedException
 from ..grammar.builder import json_schema_to_grammar
-from ..grammar.gbnf import GbnfError, parse_gbnf
+from ..grammar.enforcement import refuse_unenforced
+from ..grammar.gbnf import GbnfError
+from ..grammar.limits import GrammarLimitError, check_grammar_limits
 
 Json = Any
 log = logging.getLogger("llamact.server")
 
 __all__ = ["ChatCall", "CompletionCall", "RequestDefaults", "RequestError", "error_body", "error_response",
-           "exception_response", "generation_params", "read_chat", "read_completion"]
+           "exception_response", "generation_params", "read_chat", "read_completion", "refuse_unenforced_schema"]
 
 
 class RequestError(LlamaRequestException):
@@ -55,6 +58,11 @@ class RequestDefaults:
     enable_thinking: bool = True
     # upstream's default for a request without the field: the template's caps
     parallel_tool_calls: bool = False
+    # accept a response schema with keywords the grammar cannot enforce (llama-server's way)
+    lenient_schemas: bool = False
+
+
+LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ def error_kind(exc: BaseException) -> tuple[str, int]:
     ``exceed_context_size_error``; everything else -- a template that fails to render in a family's
     handler, a failed decode, a bug -- 500 ``server_error``. (llama-server's 501 says a server lacks a
     route's capability; a route answers that itself.)"""
-    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException)):
+    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError)):
         return "invalid_request_error", 400
     if isinstance(exc, LlamaContextException):
         return "exceed_context_size_error", 400
@@ -306,9 +314,12 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
 
 def _check_grammar(text: str, field: str = "grammar") -> str:
     """A grammar from a request, checked before any generation: llama-server answers one that does not
-    parse with 400 ("Failed to parse grammar"); llamact's front end says where."""
+    parse with 400 ("Failed to parse grammar"); llamact's front end says where, and refuses one over
+    the server's grammar limits (``grammar.limits``) with the limit's name."""
     try:
-        parse_gbnf(text)
+        check_grammar_limits(text)
+    except GrammarLimitError as exc:
+        raise RequestError(f"'{field}': {exc}", exc.details) from None
     except GbnfError as exc:
         raise RequestError(f"Failed to parse grammar ('{field}'): {exc}") from None
     return text
@@ -341,6 +352,13 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
 
 
+def refuse_unenforced_schema(request: ChatRequest, defaults: RequestDefaults) -> None:
+    """Deviation 8 on the server: a generation whose response schema the grammar cannot hold is
+    refused (400) unless the server was started lenient."""
+    if not defaults.lenient_schemas:
+        refuse_unenforced(request.inputs.json_schema, LENIENT_REMEDY)
+
+
 def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
     """A ``/v1/completions`` body."""
     if not isinstance(body, dict):
@@ -353,10 +371,11 @@ def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
     elif not isinstance(prompt, str) or not prompt:
         raise RequestError("'prompt' must be a non-empty string or a list of token ids")
     stream = _stream(body)
-    return CompletionCall(prompt, replace(generation_params(body, defaults), grammar=_raw_grammar(body)), stream)
+    grammar = _raw_grammar(body, defaults)
+    return CompletionCall(prompt, replace(generation_params(body, defaults), grammar=grammar), stream)
 
 
-def _raw_grammar(body: Json) -> str | None:
+def _raw_grammar(body: Json, defaults: RequestDefaults) -> str | None:
     """A raw completion's constraint as llama-server reads it: ``json_schema`` (converted; an empty
     object means any object) unless ``grammar`` is given, else the ``grammar`` string."""
     if "json_schema" in body and "grammar" not in body:
@@ -364,6 +383,8 @@ def _raw_grammar(body: Json) -> str | None:
         if isinstance(schema, dict) and not schema:
             schema = {"type": "object"}
         try:
+            if not defaults.lenient_schemas:
+                refuse_unenforced(schema, LENIENT_REMEDY)
             return json_schema_to_grammar(schema)
         except LlamaException as exc:
             raise RequestError(f'"json_schema": {exc}') from None

@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSett
 
 from ..engine import ModelParams
 from ..errors import LlamaException
+from ..grammar import limits
+from ..grammar.gbnf import MAX_PARSE_DEPTH
 
 __all__ = ["ServerSettings", "load_settings"]
 
@@ -35,6 +37,16 @@ class ServerSettings(BaseSettings):
     n_predict: int = -1                       # a request's max_tokens when it gives none (-1: no limit)
     reasoning_format: str = "deepseek"
     enable_thinking: bool = True
+    # what a request's grammar (given, or made from a schema or tools) may cost: grammar.limits
+    grammar_max_bytes: int = Field(limits.DEFAULT_MAX_BYTES, ge=1)
+    grammar_max_depth: int = Field(limits.DEFAULT_MAX_DEPTH, ge=1, le=MAX_PARSE_DEPTH)
+    grammar_max_alternatives: int = Field(limits.DEFAULT_MAX_ALTERNATIVES, ge=1)
+    grammar_max_elements: int = Field(limits.DEFAULT_MAX_ELEMENTS, ge=1)
+    lenient_schemas: bool = False             # generate with schema keywords the grammar ignores (llama-server)
+
+    def grammar_limits(self) -> limits.GrammarLimits:
+        return limits.GrammarLimits(max_bytes=self.grammar_max_bytes, max_depth=self.grammar_max_depth,
+                             max_alternatives=self.grammar_max_alternatives, max_elements=self.grammar_max_elements)
 
     def model_path(self) -> Path:
         if self.model is not None:

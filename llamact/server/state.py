@@ -18,6 +18,7 @@ from fastapi import Request
 
 from ..engine import LlamaEngine
 from ..engine.batched import BatchScheduler
+from ..grammar.limits import set_default_limits
 from .metrics import Metrics
 from .protocol import RequestDefaults
 from .settings import ServerSettings
@@ -66,8 +67,9 @@ class ServerState:
             self.defaults = RequestDefaults(
                 model_name=self.model_name, n_predict=self.settings.n_predict,
                 reasoning_format=self.settings.reasoning_format, enable_thinking=self.settings.enable_thinking,
-                parallel_tool_calls=caps.supports_parallel_tool_calls,
+                parallel_tool_calls=caps.supports_parallel_tool_calls, lenient_schemas=self.settings.lenient_schemas,
             )
+            set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 # the scheduler's thread makes the chunks of every slot and hands them to the event loop
                 self.scheduler = BatchScheduler(engine, cache_ram_mib=self.settings.cache_ram)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_types import system_fingerprint
-from ..protocol import exception_response, read_chat, without_stop_entries
+from ..protocol import exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
 from ..sse import event_stream, first_item, run_to_end
 from ..state import state_of
 from .body import json_body
@@ -27,6 +27,7 @@ async def chat_completions(request: Request) -> Response:
     state = state_of(request)
     try:
         call = read_chat(await json_body(request), state.defaults)
+        refuse_unenforced_schema(call.request, state.defaults)
     except Exception as exc:
         return exception_response(exc)
     streams: list[Any] = []

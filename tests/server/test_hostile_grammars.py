@@ -1,0 +1,121 @@
+"""Grammars and schemas an attacker sends (issue 26, findings 1, 2, 5, 6 and 7), on a live server
+with parallel slots and on the single-slot one: each is a 400 that names what is wrong (a limit by
+its flag), answered at once, and the server goes on serving.
+
+Before: a GBNF grammar nested 20,000 deep on ``/v1/completions`` with ``--parallel 2`` killed the
+process (a stack overflow in libllama); an enum of 100,000 values held the only slot for more than
+14 minutes; a schema with ``multipleOf`` generated unconstrained.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_live import LiveServer
+
+DEEP_GRAMMAR = "root ::= " + "(" * 20000 + '"a"' + ")" * 20000
+ASK = [{"role": "user", "content": "pick one"}]
+
+
+def _enum_format(n: int) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"schema": {"enum": [f"value-{i}" for i in range(n)]}}}
+
+
+def _deep_schema(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+MULTIPLE_OF = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}, "required": ["n"]}
+
+# (route, body, what the message must say)
+HOSTILE = [
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "grammar": DEEP_GRAMMAR}, "--grammar-max-depth"),
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4, "grammar": DEEP_GRAMMAR}, "--grammar-max-depth"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "json_schema": {"enum": list(range(100_000))}},
+     "--grammar-max-alternatives"),
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(100_000)},
+     "--grammar-max-bytes"),
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(4000)},
+     "--grammar-max-alternatives"),
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4,
+                              "response_format": {"type": "json_schema", "json_schema": {"schema": _deep_schema(100)}}},
+     "deeper than 128 levels"),
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4,
+                              "response_format": {"type": "json_schema", "json_schema": {"schema": MULTIPLE_OF}}},
+     "--lenient-schemas"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "json_schema": MULTIPLE_OF}, "--lenient-schemas"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "xml"}}, "accepted shapes"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": 5}, "accepted shapes"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema"}}, "json_schema"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema",
+                                                                   "json_schema": {"schema": "x"}}}, "schema"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema",
+                                                                   "json_schema": {"schema": {"$ref": "#"}}}}, "$ref"),
+    ("/v1/chat/completions", {"messages": ASK, "response_format": {
+        "type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": -1e30, "maximum": 1e30}}}},
+     "min_value"),
+]
+
+
+@pytest.fixture(scope="module")
+def two_slot_server(smollm2_path: Path) -> Iterator[LiveServer]:
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "2048", "--parallel", "2") as live:
+        yield live
+
+
+def _post(live: LiveServer, path: str, body: Any) -> tuple[int, Any]:
+    status, raw = live.request("POST", path, json.dumps(body).encode(), timeout=60)
+    return status, json.loads(raw)
+
+
+def _still_serving(live: LiveServer) -> None:
+    assert live.request("GET", "/health", timeout=30)[0] == 200
+    status, answer = _post(live, "/v1/chat/completions", {"messages": ASK, "max_tokens": 2})
+    assert status == 200, answer
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("path", "body", "says"), HOSTILE,
+                         ids=[f"{p.rsplit('/', 1)[-1]}-{i}" for i, (p, _, _) in enumerate(HOSTILE)])
+def test_hostile_grammars_and_schemas_are_400s_on_parallel_slots(two_slot_server: LiveServer, path: str,
+                                                                  body: Any, says: str) -> None:
+    status, answer = _post(two_slot_server, path, body)
+    assert status == 400, answer
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert says in answer["error"]["message"], answer["error"]["message"]
+    _still_serving(two_slot_server)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("index", [0, 1, 4])
+def test_the_single_slot_server_refuses_them_too(server: LiveServer, index: int) -> None:
+    path, body, says = HOSTILE[index]
+    status, raw = server.request("POST", path, json.dumps(body).encode(), timeout=60)
+    assert status == 400, raw[:300]
+    assert says in json.loads(raw)["error"]["message"]
+
+
+@pytest.mark.model
+def test_lenient_schemas_generate_as_llama_server_does(smollm2_path: Path) -> None:
+    """``--lenient-schemas``: the keyword is ignored and the reply generated (llama-server's way);
+    the grammar limits still hold, and a flag tightens them."""
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "1024", "--lenient-schemas",
+                    "--grammar-max-alternatives", "20") as live:
+        status, answer = _post(live, "/v1/chat/completions", {
+            "messages": ASK, "max_tokens": 6,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": MULTIPLE_OF}}})
+        assert status == 200, answer
+        assert answer["choices"][0]["message"]["content"].startswith("{")
+        status, answer = _post(live, "/v1/chat/completions",
+                               {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(21)})
+        assert status == 400 and "above the limit of 20" in answer["error"]["message"], answer
+        status, answer = _post(live, "/v1/chat/completions",
+                               {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(12)})
+        assert status == 200, answer
