@@ -106,7 +106,12 @@ def check_grammar_limits(text: str, limits: GrammarLimits | None = None, *, root
 
 @functools.lru_cache(maxsize=64)
 def _checked(text: str, limits: GrammarLimits, root: str) -> Grammar:
-    _over("max_bytes", len(text.encode("utf-8", "surrogatepass")), limits.max_bytes, "size in bytes")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:   # not text: llama.cpp takes UTF-8 bytes
+        raise GbnfError(f"the grammar holds {text[exc.start]!r} at position {exc.start}, a lone surrogate that is "
+                        "not Unicode text") from None
+    _over("max_bytes", size, limits.max_bytes, "size in bytes")
     # before parsing: the parser recurses per group, as llama.cpp's does
     _over("max_depth", max_paren_depth(text), limits.max_depth, "nesting of parentheses")
     grammar = parse_gbnf(text, root)

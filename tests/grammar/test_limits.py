@@ -56,6 +56,11 @@ def test_each_hostile_shape_is_refused_by_its_limit(text: str, limit: str) -> No
     assert f"--grammar-{limit.replace('_', '-')}" in str(info.value)   # the caller learns which knob
 
 
+def test_a_lone_surrogate_is_a_grammar_error() -> None:
+    with pytest.raises(GbnfError, match="lone surrogate"):
+        check_grammar_limits('root ::= "\ud800"')
+
+
 def test_an_enum_under_the_limit_passes() -> None:
     assert check_grammar_limits(_enum(1000)).rules
 

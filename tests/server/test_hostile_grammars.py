@@ -51,6 +51,7 @@ HOSTILE = [
                               "response_format": {"type": "json_schema", "json_schema": {"schema": MULTIPLE_OF}}},
      "--lenient-schemas"),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "json_schema": MULTIPLE_OF}, "--lenient-schemas"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "grammar": 'root ::= "\ud800"'}, "lone surrogate"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "xml"}}, "accepted shapes"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": 5}, "accepted shapes"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema"}}, "json_schema"),
