@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
     serve.add_argument("--chat-template-file", type=Path, help="a Jinja chat template to use instead of the model's")
     serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
+    serve.add_argument("--max-body-size", type=int, help="largest request body in bytes (default 32 MiB; 413 above)")
+    serve.add_argument("--max-body-depth", type=int, help="deepest JSON nesting of a body (default 512; 400 above)")
+    serve.add_argument("-to", "--timeout", type=float,
+                       help="seconds a client has to send a whole request, headers and body (default 600)")
+    serve.add_argument("--shutdown-timeout", type=float,
+                       help="seconds running requests get to finish after SIGTERM/SIGINT (default 5); "
+                            "a second signal exits at once")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
@@ -98,7 +105,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 1
     names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
              "threads",
-             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format")
+             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
+             "max_body_depth", "timeout", "shutdown_timeout")
     try:
         settings = load_settings({name: getattr(args, name) for name in names}, args.config)
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range

@@ -1,0 +1,162 @@
+"""``llamact serve`` against hostile transport (issue 26): bodies too large, too deep, not JSON, not
+text; connections that never finish a request; clients that leave; the event loop kept free."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_live import HOST, LiveServer
+
+pytestmark = [pytest.mark.model]
+
+LIMIT = 1 << 20   # the test server's --max-body-size
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def live(smollm2_path: Path) -> Iterator[LiveServer]:
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "2048",
+                    "--max-body-size", str(LIMIT), "--timeout", "2") as server:
+        yield server
+
+
+def post(live: LiveServer, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    status, raw = live.request("POST", path, body, headers=JSON if headers is None else headers)
+    return status, json.loads(raw)
+
+
+def refused(answer: tuple[int, Any], status: int, words: str) -> None:
+    code, body = answer
+    assert code == status, body
+    assert body["error"]["code"] == status and words in body["error"]["message"], body
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
+                                  "/apply-template"])
+def test_deep_json_is_a_request_error(live: LiveServer, path: str) -> None:
+    refused(post(live, path, b"[" * 100_000 + b"]" * 100_000), 400, "nested more than 512 levels")
+    # deep enough to pass json.loads, deep enough to break code that walks it
+    deep = b'{"messages": [{"role": "user", "content": "hi", "x": ' + b"[" * 900 + b"]" * 900 + b"}]}"
+    refused(post(live, path, deep), 400, "nested more than 512 levels")
+
+
+def test_text_llama_cpp_cannot_take_is_a_request_error(live: LiveServer) -> None:
+    refused(post(live, "/tokenize", b'{"content": "a\\ud800b"}'), 400, "lone surrogate")
+    refused(post(live, "/detokenize", b'{"tokens": [1, 1000000000]}'), 400, "'tokens'")
+    refused(post(live, "/detokenize", b'{"tokens": [-1]}'), 400, "'tokens'")
+    refused(post(live, "/tokenize", b'{"content": 5}'), 400, "'content' must be a string")
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(live: LiveServer) -> None:
+    conn = http.client.HTTPConnection(HOST, live.port, timeout=30)
+    try:   # announced as 50 MB, of which the server sees a few bytes: it answers without waiting for more
+        conn.putrequest("POST", "/tokenize")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(50 << 20))
+        conn.endheaders(b'{"content": "')
+        response = conn.getresponse()
+        refused((response.status, json.loads(response.read())), 413, f"limit of {LIMIT} bytes")
+    finally:
+        conn.close()
+
+
+def test_a_chunked_body_over_the_limit_is_refused(live: LiveServer) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"content": "'
+        for _ in range(4):
+            yield b"a" * (LIMIT // 2)
+        yield b'"}'
+
+    conn = http.client.HTTPConnection(HOST, live.port, timeout=30)
+    try:
+        conn.request("POST", "/tokenize", body=chunks(), headers=JSON, encode_chunked=True)
+        response = conn.getresponse()
+        refused((response.status, json.loads(response.read())), 413, "--max-body-size")
+    except (BrokenPipeError, ConnectionResetError):   # the server may close before the client stops sending
+        pass
+    finally:
+        conn.close()
+    assert live.request("GET", "/health")[0] == 200
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+                                          None])
+def test_a_body_not_sent_as_json_is_refused(live: LiveServer, content_type: str | None) -> None:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    body = b'{"prompt": "Hi", "max_tokens": 1}'
+    refused(post(live, "/v1/completions", body, headers), 415, "Content-Type: application/json")
+
+
+def test_json_with_a_charset_is_json(live: LiveServer) -> None:
+    status, body = post(live, "/tokenize", b'{"content": "Hi"}', {"Content-Type": "application/json; charset=utf-8"})
+    assert status == 200 and body["tokens"], body
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /tokenize HTTP/1.1\r\nHost: x\r\n",
+                                  b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  b"Content-Length: 100\r\n\r\n{\"content\":"])
+def test_a_request_never_finished_is_closed_after_the_timeout(live: LiveServer, sent: bytes) -> None:
+    with socket.create_connection((HOST, live.port)) as sock:
+        sock.sendall(sent)
+        assert _closed_within(sock, 30), "the server kept a half-sent request open"
+    assert live.request("GET", "/health")[0] == 200
+
+
+def test_a_slow_request_is_closed_even_while_bytes_trickle_in(live: LiveServer) -> None:
+    with socket.create_connection((HOST, live.port)) as sock:
+        sock.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < 30:
+                sock.sendall(b"X-A: b\r\n")
+                time.sleep(0.2)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        pytest.fail("a slowloris client kept its connection for 30 s")
+
+
+def test_the_event_loop_answers_others_during_a_long_tokenize(server: LiveServer) -> None:
+    """20 MB of text takes seconds to tokenize; /health answers meanwhile, before the tokenize's answer
+    begins (on the event loop it waited for it)."""
+    body = json.dumps({"content": "hello world " * (20_000_000 // 12)}).encode()
+    answered: list[float] = []
+
+    def tokenize() -> None:
+        conn = http.client.HTTPConnection(HOST, server.port, timeout=300)
+        try:
+            conn.request("POST", "/tokenize", body=body, headers=server.headers())
+            response = conn.getresponse()   # its status line: the handler has returned
+            answered.append(time.monotonic())
+            assert response.status == 200
+            response.read()
+        finally:
+            conn.close()
+
+    worker = threading.Thread(target=tokenize)
+    worker.start()
+    time.sleep(1.0)
+    status, _ = server.request("GET", "/health")
+    health = time.monotonic()
+    worker.join()
+    assert status == 200
+    assert health < answered[0], "/health waited for the tokenize to end"
