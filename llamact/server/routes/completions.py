@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_completion import completion_id
 from ...engine.chat_types import system_fingerprint
-from ..protocol import CompletionBody, exception_response, read_completion
+from ..protocol import CompletionBody, RequestError, exception_response, read_completion
 from ..sse import event_stream, first_item, run_to_end
 from ..state import state_of
 from .body import json_body
@@ -31,7 +31,14 @@ async def completions(request: Request) -> Response:
         return exception_response(exc)
     body = CompletionBody("cmpl-" + completion_id()[len("chatcmpl-"):], int(time.time()), state.model_name,
                           system_fingerprint())
-    job = state.worker.submit(lambda backend: backend.generate(call.prompt, call.params))
+    n_vocab = state.engine.n_vocab
+
+    def start(backend: Any) -> Any:   # on the worker: the ids checked there (a prompt may hold millions)
+        if isinstance(call.prompt, list) and not 0 <= min(call.prompt) <= max(call.prompt) < n_vocab:
+            raise RequestError(f"'prompt' holds a token id outside this model's vocabulary (0 to {n_vocab - 1})")
+        return backend.generate(call.prompt, call.params)
+
+    job = state.worker.submit(start)
 
     def record(last: Any) -> None:
         t = last.timings
