@@ -53,6 +53,9 @@ def test_text_llama_cpp_cannot_take_is_a_request_error(live: LiveServer) -> None
     refused(post(live, "/detokenize", b'{"tokens": [1, 1000000000]}'), 400, "'tokens'")
     refused(post(live, "/detokenize", b'{"tokens": [-1]}'), 400, "'tokens'")
     refused(post(live, "/tokenize", b'{"content": 5}'), 400, "'content' must be a string")
+    for stream in (False, True):
+        body = json.dumps({"prompt": [1, 99_999_999], "max_tokens": 1, "stream": stream}).encode()
+        refused(post(live, "/v1/completions", body), 400, "outside this model's vocabulary")
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(live: LiveServer) -> None:
@@ -160,3 +163,36 @@ def test_the_event_loop_answers_others_during_a_long_tokenize(server: LiveServer
     worker.join()
     assert status == 200
     assert health < answered[0], "/health waited for the tokenize to end"
+
+
+def _processing(live: LiveServer) -> float:
+    status, raw = live.request("GET", "/metrics")
+    assert status == 200
+    line = next(x for x in raw.decode().splitlines() if x.startswith("llamacpp:requests_processing "))
+    return float(line.split()[1])
+
+
+def test_a_finished_request_is_no_longer_processing(live: LiveServer) -> None:
+    """/metrics read right after a reply ends counts it no more (the worker let go of it first)."""
+    seen = []
+    for i in range(20):
+        body = {"prompt": f"Count {i}", "max_tokens": 2, "stream": i % 2 == 0}
+        status, _ = live.request("POST", "/v1/completions", json.dumps(body).encode(), headers=JSON)
+        assert status == 200
+        seen.append(_processing(live))
+    assert seen == [0.0] * 20
+
+
+def test_a_client_that_leaves_a_reply_not_streamed_logs_no_traceback(live: LiveServer) -> None:
+    raw = json.dumps({"prompt": "Once", "max_tokens": 100_000, "ignore_eos": True}).encode()
+    with socket.create_connection((HOST, live.port)) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
+        time.sleep(1.0)
+    for _ in range(100):   # its slot is freed
+        if _processing(live) == 0:
+            break
+        time.sleep(0.1)
+    assert _processing(live) == 0
+    log = live.log_tail(20_000)
+    assert "Traceback" not in log and "InvalidStateError" not in log, log
