@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         from .server import load_settings, serve
+        from .server.settings import file_problem
     except ImportError as exc:
         print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
               file=sys.stderr)
@@ -113,8 +114,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
     for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
-        if path is not None and not path.is_file():
-            print(f"llamact: error: the {what} file {path} does not exist", file=sys.stderr)
+        problem = file_problem(path, what) if path is not None else None
+        if problem is not None:
+            print(f"llamact: error: {problem}", file=sys.stderr)
             return 1
     serve(settings)
     return 0
