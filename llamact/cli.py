@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
     serve.add_argument("--max-body-size", type=int, help="largest request body in bytes (default 32 MiB; 413 above)")
     serve.add_argument("--max-body-depth", type=int, help="deepest JSON nesting of a body (default 512; 400 above)")
+    serve.add_argument("--max-tokenize-tokens", type=int,
+                       help="most tokens /tokenize answers and /detokenize takes (default 1048576; 400 above)")
     serve.add_argument("-to", "--timeout", type=float,
                        help="seconds a client has to send a whole request, headers and body (default 600)")
     serve.add_argument("--shutdown-timeout", type=float,
@@ -107,7 +109,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
              "threads",
              "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
-             "max_body_depth", "timeout", "shutdown_timeout")
+             "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout")
     try:
         settings = load_settings({name: getattr(args, name) for name in names}, args.config)
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range

@@ -71,6 +71,7 @@ class ServerSettings(BaseSettings):
     # transport limits (README, "The server's limits"): what no request can exceed
     max_body_size: int = Field(32 << 20, ge=1)      # bytes of a request body (413 above)
     max_body_depth: int = Field(512, ge=1, le=10_000)   # nesting of a JSON body (400 above)
+    max_tokenize_tokens: int = Field(1 << 20, ge=1)   # tokens /tokenize answers and /detokenize takes
     timeout: float = Field(600.0, gt=0)             # s to send a whole request (headers and body)
     shutdown_timeout: float = Field(5.0, ge=0)      # s running requests get after SIGTERM / SIGINT
 

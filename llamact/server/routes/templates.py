@@ -4,8 +4,8 @@ the template rendered, with its family, format, grammar and stops), ``/tokenize`
 Rendering, tokenizing and detokenizing run on a thread (``asyncio.to_thread``): a 20 MB text takes
 seconds, and on the event loop it would stall every other client. The vocabulary is read-only, so
 these calls run beside a generation as the workers' own tokenizing does. Their input is bounded by
-the body limit (``--max-body-size``); the engine's refusal of an input (a lone surrogate, an id
-outside the vocabulary) is the request's error, 400.
+the body limit (``--max-body-size``), their token lists by ``--max-tokenize-tokens``; the engine's
+refusal of an input (a lone surrogate, an id outside the vocabulary) is the request's error, 400.
 """
 
 from __future__ import annotations
@@ -58,7 +58,12 @@ async def template_details(request: Request) -> Response:
     })
 
 
-def _tokens(engine: Any, body: Any) -> Any:
+def _check_count(n: int, limit: int, what: str) -> None:
+    if n > limit:
+        raise RequestError(f"{what} {n} tokens, more than the server's limit of {limit} (--max-tokenize-tokens)")
+
+
+def _tokens(engine: Any, body: Any, limit: int) -> Any:
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, str):
         raise RequestError("'content' must be a string")
@@ -67,6 +72,7 @@ def _tokens(engine: Any, body: Any) -> Any:
                                  parse_special=bool(body.get("parse_special", True)))
     except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
         raise RequestError(f"'content': {exc}") from None
+    _check_count(len(tokens), limit, "'content' is")   # before its pieces, ten times the memory
     if not body.get("with_pieces", False):
         return {"tokens": tokens}
     out = []
@@ -79,24 +85,26 @@ def _tokens(engine: Any, body: Any) -> Any:
     return {"tokens": out}
 
 
-def _text(engine: Any, body: Any) -> Any:
+def _text(engine: Any, body: Any, limit: int) -> Any:
     tokens = body.get("tokens", []) if isinstance(body, dict) else None
     if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
         raise RequestError("'tokens' must be a list of token ids")
+    _check_count(len(tokens), limit, "'tokens' holds")
     try:
         return {"content": engine.detokenize(tokens)}
     except LlamaInferenceException as exc:   # an id outside the vocabulary
         raise RequestError(f"'tokens': {exc}") from None
 
 
-def _answer(work: Any, engine: Any, body: Any) -> JSONResponse:
-    return JSONResponse(work(engine, body))   # made here: serialising millions of ids takes a while
+def _answer(work: Any, request: Request, body: Any) -> JSONResponse:
+    state = state_of(request)   # the answer made here too: serialising a million ids takes a while
+    return JSONResponse(work(state.engine, body, state.settings.max_tokenize_tokens))
 
 
 @router.post("/tokenize")
 async def tokenize(request: Request) -> Response:
     try:
-        return await asyncio.to_thread(_answer, _tokens, state_of(request).engine, await json_body(request))
+        return await asyncio.to_thread(_answer, _tokens, request, await json_body(request))
     except Exception as exc:
         return exception_response(exc)
 
@@ -104,6 +112,6 @@ async def tokenize(request: Request) -> Response:
 @router.post("/detokenize")
 async def detokenize(request: Request) -> Response:
     try:
-        return await asyncio.to_thread(_answer, _text, state_of(request).engine, await json_body(request))
+        return await asyncio.to_thread(_answer, _text, request, await json_body(request))
     except Exception as exc:
         return exception_response(exc)
