@@ -127,3 +127,11 @@ def test_serve_refuses_a_template_that_is_not_a_file(tmp_path: Path) -> None:
                                "--port", "0"], capture_output=True, text=True, timeout=120,
                               cwd=tempfile.gettempdir())
         assert proc.returncode == 1 and f"{path} {words}" in proc.stderr, proc.stderr
+
+
+def test_the_transport_limits_read_flags_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMACT_MAX_BODY_SIZE", "1000")
+    monkeypatch.setenv("LLAMACT_SHUTDOWN_TIMEOUT", "1.5")
+    settings = load_settings({"timeout": 7.0, "max_body_depth": None})
+    assert (settings.max_body_size, settings.shutdown_timeout, settings.timeout) == (1000, 1.5, 7.0)
+    assert (settings.max_body_depth, settings.max_tokenize_tokens) == (512, 1 << 20)
