@@ -203,3 +203,62 @@ def test_a_client_that_leaves_a_reply_not_streamed_logs_no_traceback(live: LiveS
     assert _processing(live) == 0
     log = live.log_tail(20_000)
     assert "Traceback" not in log and "InvalidStateError" not in log, log
+
+
+class _Transport:
+    """What the protocol needs of an asyncio transport; records an abort."""
+
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name in ("peername", "sockname") else default
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.aborted = True
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def test_a_client_that_stops_reading_is_dropped_after_the_timeout() -> None:
+    """A socket whose write buffer stays full for --timeout s is aborted (a live client needs a minute
+    of kernel buffers to get there); one that drains in time is kept."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from llamact.server.transport import request_timeout_protocol
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    async def run(resume: bool) -> bool:
+        config = uvicorn.Config(app, lifespan="off")
+        config.load()
+        protocol = request_timeout_protocol(0.2)(config, ServerState(), {})
+        transport = _Transport()
+        protocol.connection_made(transport)   # type: ignore[arg-type]
+        protocol._stop_clock()   # as once a whole request has arrived
+        protocol.pause_writing()
+        if resume:
+            await asyncio.sleep(0.1)
+            protocol.resume_writing()
+        await asyncio.sleep(0.5)
+        return transport.aborted
+
+    assert asyncio.run(run(resume=False)) is True
+    assert asyncio.run(run(resume=True)) is False
