@@ -26,7 +26,7 @@ router = APIRouter()
 async def completions(request: Request) -> Response:
     state = state_of(request)
     try:
-        call = read_completion(await json_body(request), state.defaults)
+        call = await json_body(request, read_completion, state.defaults)
     except Exception as exc:
         return exception_response(exc)
     body = CompletionBody("cmpl-" + completion_id()[len("chatcmpl-"):], int(time.time()), state.model_name,

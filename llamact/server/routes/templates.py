@@ -28,7 +28,7 @@ router = APIRouter()
 
 async def _rendered(request: Request) -> Any:
     state = state_of(request)
-    call = read_chat(await json_body(request), state.defaults)
+    call = await json_body(request, read_chat, state.defaults)
     return await asyncio.to_thread(state.engine.chat_template, call.request)
 
 
