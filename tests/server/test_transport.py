@@ -57,6 +57,8 @@ def test_text_llama_cpp_cannot_take_is_a_request_error(live: LiveServer) -> None
     for stream in (False, True):
         body = json.dumps({"prompt": [1, 99_999_999], "max_tokens": 1, "stream": stream}).encode()
         refused(post(live, "/v1/completions", body), 400, "outside this model's vocabulary")
+        body = json.dumps({"prompt": "a\ud800", "max_tokens": 1, "stream": stream}).encode()
+        refused(post(live, "/v1/completions", body), 400, "'prompt' holds a lone surrogate")
 
 
 def test_token_lists_over_the_limit_are_refused(live: LiveServer) -> None:

@@ -21,6 +21,19 @@ __all__ = ["router"]
 router = APIRouter()
 
 
+def _check_prompt(prompt: str | list[int], n_vocab: int) -> None:
+    """What llama.cpp cannot take is the request's error (400), not the generation's (500)."""
+    if isinstance(prompt, list):
+        if not 0 <= min(prompt) <= max(prompt) < n_vocab:
+            raise RequestError(f"'prompt' holds a token id outside this model's vocabulary (0 to {n_vocab - 1})")
+        return
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestError(f"'prompt' holds a lone surrogate ({prompt[exc.start:exc.end]!r}) at position {exc.start}, "
+                           "which is not Unicode text") from None
+
+
 @router.post("/v1/completions")
 @router.post("/completions")
 async def completions(request: Request) -> Response:
@@ -33,9 +46,8 @@ async def completions(request: Request) -> Response:
                           system_fingerprint())
     n_vocab = state.engine.n_vocab
 
-    def start(backend: Any) -> Any:   # on the worker: the ids checked there (a prompt may hold millions)
-        if isinstance(call.prompt, list) and not 0 <= min(call.prompt) <= max(call.prompt) < n_vocab:
-            raise RequestError(f"'prompt' holds a token id outside this model's vocabulary (0 to {n_vocab - 1})")
+    def start(backend: Any) -> Any:   # on the worker: the prompt checked there (it may be megabytes)
+        _check_prompt(call.prompt, n_vocab)
         return backend.generate(call.prompt, call.params)
 
     job = state.worker.submit(start)
