@@ -295,3 +295,10 @@ def test_a_client_that_stops_reading_is_dropped_after_the_timeout() -> None:
 
     assert asyncio.run(run(resume=False)) is True
     assert asyncio.run(run(resume=True)) is False
+
+
+def test_no_hostile_request_left_a_traceback(live: LiveServer) -> None:
+    """Last in this module: everything above was refused or dropped without an unhandled error."""
+    assert live.request("GET", "/health")[0] == 200
+    log = live.log_tail(200_000)
+    assert "Traceback" not in log and "Exception in ASGI" not in log, log[-3000:]
