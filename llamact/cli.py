@@ -87,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--lenient-schemas", action="store_true", default=None,
                        help="generate with response schemas whose keywords the grammar cannot enforce "
                             "(multipleOf, not, ...), ignoring them as llama-server does, instead of answering 400")
+    serve.add_argument("--max-body-size", type=int, help="largest request body in bytes (default 32 MiB; 413 above)")
+    serve.add_argument("--max-body-depth", type=int, help="deepest JSON nesting of a body (default 512; 400 above)")
+    serve.add_argument("--max-tokenize-tokens", type=int,
+                       help="most tokens /tokenize answers and /detokenize takes (default 1048576; 400 above)")
+    serve.add_argument("-to", "--timeout", type=float,
+                       help="seconds a client has to send a whole request, headers and body (default 600)")
+    serve.add_argument("--shutdown-timeout", type=float,
+                       help="seconds running requests get to finish after SIGTERM/SIGINT (default 5); "
+                            "a second signal exits at once")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
@@ -103,13 +112,15 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         from .server import load_settings, serve
+        from .server.settings import file_problem
     except ImportError as exc:
         print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
               file=sys.stderr)
         return 1
     names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
              "threads",
-             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format",
+             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
+             "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
              "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
              "lenient_schemas")
     try:
@@ -118,8 +129,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
     for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
-        if path is not None and not path.is_file():
-            print(f"llamact: error: the {what} file {path} does not exist", file=sys.stderr)
+        problem = file_problem(path, what) if path is not None else None
+        if problem is not None:
+            print(f"llamact: error: {problem}", file=sys.stderr)
             return 1
     serve(settings)
     return 0

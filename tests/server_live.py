@@ -46,6 +46,12 @@ class LiveServer:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The running server's process (to signal it)."""
+        assert self._process is not None
+        return self._process
+
+    @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}"
 

@@ -26,7 +26,8 @@ def test_help_lists_the_commands() -> None:
     assert "generate" in proc.stdout and "chat" in proc.stdout and "serve" in proc.stdout
     serve = _run("serve", "--help")
     for flag in ("--model", "--host", "--port", "--parallel", "--ctx-size", "--api-key", "--chat-template-file",
-                 "--config"):
+                 "--config", "--max-body-size", "--max-body-depth", "--max-tokenize-tokens", "--timeout",
+                 "--shutdown-timeout"):
         assert flag in serve.stdout, flag
     gen = _run("generate", "--help")
     for flag in ("--model", "--prompt", "--n-predict", "--threads", "--ctx-size", "--greedy", "--seed", "--temp",

@@ -13,6 +13,7 @@ loaded.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,7 +28,10 @@ from .routes import ROUTERS
 from .settings import ServerSettings
 from .state import ServerState
 
-__all__ = ["PUBLIC_PATHS", "create_app"]
+__all__ = ["CLOSE_WAIT_S", "PUBLIC_PATHS", "create_app"]
+
+log = logging.getLogger("llamact.server")
+CLOSE_WAIT_S = 2.0   # how long stopping the workers may take once their requests are cancelled
 
 # llama-server's public endpoints, and its page (which asks for the key itself)
 PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
@@ -75,8 +79,10 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
             state.load()
         try:
             yield
-        finally:
-            state.close()
+        finally:   # the engine's abort stops a decode at once; a native call that does not return is left
+            if not state.close(timeout=CLOSE_WAIT_S):
+                log.error("a request is still running in native code after %s s; the engine is left unfreed",
+                          CLOSE_WAIT_S)
 
     app = FastAPI(title="llamact", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.llamact = state

@@ -45,7 +45,11 @@ __all__ = ["ChatCall", "CompletionCall", "RequestDefaults", "RequestError", "err
 
 
 class RequestError(LlamaRequestException):
-    """A request the server refuses as it stands (HTTP 400)."""
+    """A request the server refuses as it stands (HTTP 400, or ``status``: 413 too large, 415 not JSON)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,12 @@ def error_kind(exc: BaseException) -> tuple[str, int]:
     what the template or the schema converter cannot do (upstream's converter and autoparser throw
     ``invalid_argument`` there), are 400 ``invalid_request_error``; a prompt too long 400
     ``exceed_context_size_error``; everything else -- a template that fails to render in a family's
-    handler, a failed decode, a bug -- 500 ``server_error``. (llama-server's 501 says a server lacks a
+    handler, a failed decode, a bug -- 500 ``server_error``. A ``RecursionError`` (a body nested
+    deeper than some code below can follow) is 400 too. (llama-server's 501 says a server lacks a
     route's capability; a route answers that itself.)"""
-    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError)):
+    if isinstance(exc, RequestError):
+        return "unavailable_error" if exc.status == 503 else "invalid_request_error", exc.status
+    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError, RecursionError)):
         return "invalid_request_error", 400
     if isinstance(exc, LlamaContextException):
         return "exceed_context_size_error", 400
@@ -114,6 +121,8 @@ def error_kind(exc: BaseException) -> tuple[str, int]:
 def exception_response(exc: BaseException) -> JSONResponse:
     """The answer to a request that failed before its first event (see the module docstring)."""
     kind, code = error_kind(exc)
+    if isinstance(exc, RecursionError):   # the last line of defence behind the body's depth limit
+        return error_response("the request is nested too deeply for the server to read it", kind, code)
     if not isinstance(exc, LlamaException):
         log.exception("request failed", exc_info=exc)
         return error_response(f"{type(exc).__name__}: {exc}", kind, code)
@@ -319,7 +328,7 @@ def _check_grammar(text: str, field: str = "grammar") -> str:
     try:
         check_grammar_limits(text)
     except GrammarLimitError as exc:
-        raise RequestError(f"'{field}': {exc}", exc.details) from None
+        raise RequestError(f"'{field}': {exc}") from None
     except GbnfError as exc:
         raise RequestError(f"Failed to parse grammar ('{field}'): {exc}") from None
     return text

@@ -4,6 +4,7 @@ optional JSON config file over the defaults (pydantic-settings)."""
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,39 @@ from ..errors import LlamaException
 from ..grammar import limits
 from ..grammar.gbnf import MAX_PARSE_DEPTH
 
-__all__ = ["ServerSettings", "load_settings"]
+__all__ = ["ServerSettings", "file_problem", "load_settings", "read_text_file"]
+
+
+def file_problem(path: Path, what: str) -> str | None:
+    """What keeps ``path`` from being read as the ``what`` file (None: a regular file). Checked with
+    ``stat`` first: opening a FIFO would block until a writer came."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"the {what} file {path} does not exist"
+    except OSError as exc:
+        return f"cannot read the {what} file {path}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"the {what} file {path} is a directory, not a file"
+    if not stat.S_ISREG(mode):
+        return f"the {what} file {path} is not a regular file (a FIFO, socket or device)"
+    return None
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A UTF-8 text file's text; LlamaException naming the file and what is wrong with it."""
+    problem = file_problem(path, what)
+    if problem is not None:
+        raise LlamaException(problem)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LlamaException(f"cannot read the {what} file {path}: {exc.strerror or exc}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LlamaException(f"the {what} file {path} is not UTF-8 text (byte {exc.start}: "
+                             f"{raw[exc.start:exc.start + 1]!r})") from None
 
 
 class ServerSettings(BaseSettings):
@@ -37,6 +70,12 @@ class ServerSettings(BaseSettings):
     n_predict: int = -1                       # a request's max_tokens when it gives none (-1: no limit)
     reasoning_format: str = "deepseek"
     enable_thinking: bool = True
+    # transport limits (README, "The server's limits"): what no request can exceed
+    max_body_size: int = Field(32 << 20, ge=1)      # bytes of a request body (413 above)
+    max_body_depth: int = Field(512, ge=1, le=10_000)   # nesting of a JSON body (400 above)
+    max_tokenize_tokens: int = Field(1 << 20, ge=1)   # tokens /tokenize answers and /detokenize takes
+    timeout: float = Field(600.0, gt=0)             # s to send a whole request (headers and body)
+    shutdown_timeout: float = Field(5.0, ge=0)      # s running requests get after SIGTERM / SIGINT
     # what a request's grammar (given, or made from a schema or tools) may cost: grammar.limits
     grammar_max_bytes: int = Field(limits.DEFAULT_MAX_BYTES, ge=1)
     grammar_max_depth: int = Field(limits.DEFAULT_MAX_DEPTH, ge=1, le=MAX_PARSE_DEPTH)
@@ -58,10 +97,7 @@ class ServerSettings(BaseSettings):
     def model_params(self) -> ModelParams:
         template = None
         if self.chat_template_file is not None:
-            try:
-                template = self.chat_template_file.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise LlamaException(f"cannot read the chat template file {self.chat_template_file}: {exc}") from exc
+            template = read_text_file(self.chat_template_file, "chat template")
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
                            n_threads=self.threads, n_threads_batch=self.threads, n_gpu_layers=self.n_gpu_layers,
                            chat_template=template, n_seq_max=self.parallel)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,6 +43,7 @@ class SlotRunner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.n_waiting = 0      # submitted, not yet prepared (the scheduler counts its own queue)
         self.n_cancelled = 0    # jobs that ended because they were cancelled (a client went away)
+        self.open_jobs: weakref.WeakSet[Job] = weakref.WeakSet()   # what a shutdown must end
         scheduler.add_step_listener(self._flush)
 
     @property
@@ -53,6 +55,7 @@ class SlotRunner:
         preparing pool; the job yields what the stream yields, then ends with ``finish(stream)``."""
         self._loop = asyncio.get_running_loop()
         job = Job(self._loop, self._abort)
+        self.open_jobs.add(job)
         with self._lock:
             self.n_waiting += 1
         self._prepare.submit(self._start, job, start, finish)

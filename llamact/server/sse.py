@@ -23,7 +23,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from ..errors import LlamaException
-from .protocol import error_body
+from .protocol import RequestError, error_body, error_kind
 from .worker import Job
 
 Json = Any
@@ -62,6 +62,8 @@ async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] 
         if not answer.done():   # the client went away, or this handler was cancelled
             job.cancel()
             answer.cancel()
+    if not answer.done():   # the client went away: its slot is freed, the answer goes nowhere
+        raise RequestError("the client went away before the reply was ready", status=499)
     return answer.result()
 
 
@@ -101,6 +103,9 @@ def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]
                         yield sse(data)
             finished = True
             yield DONE
+        except RequestError as exc:   # the server stopped it (shutting down)
+            finished = True
+            yield sse(error_body(str(exc), *error_kind(exc)))
         except Exception as exc:   # after the first event: the stream ends with an error event
             finished = True
             if not isinstance(exc, LlamaException):

@@ -12,6 +12,7 @@ through a ``SlotRunner``, else one at a time on the engine through an ``EngineWo
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from fastapi import Request
@@ -20,7 +21,7 @@ from ..engine import LlamaEngine
 from ..engine.batched import BatchScheduler
 from ..grammar.limits import set_default_limits
 from .metrics import Metrics
-from .protocol import RequestDefaults
+from .protocol import RequestDefaults, RequestError
 from .settings import ServerSettings
 from .slots import SlotRunner
 from .worker import EngineWorker
@@ -39,6 +40,7 @@ class ServerState:
         self.scheduler: BatchScheduler | None = None
         self._worker: EngineWorker | SlotRunner | None = None
         self.load_error: str | None = None
+        self.abandoned = False     # close() left a worker running (stuck): the process must not wait for it
         self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
@@ -83,7 +85,26 @@ class ServerState:
             if self.on_load_error is not None:
                 self.on_load_error()
 
-    def close(self) -> None:
+    def end_requests(self) -> None:
+        """End every request still open (the shutdown's drain is over): a stream with an error event,
+        a reply not streamed with a 503."""
+        if self._worker is None:
+            return
+        error = RequestError("the server is shutting down; the request was stopped", status=503)
+        for job in list(self._worker.open_jobs):
+            job.end(error)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the workers, then free the engine; False when that took longer than ``timeout``. The
+        work runs on a thread of its own, in order, so that a worker stuck in a native call leaves the
+        engine unfreed (never freed under it) and the caller can still leave."""
+        closer = threading.Thread(target=self._close, name="llamact-close", daemon=True)
+        closer.start()
+        closer.join(timeout)
+        self.abandoned = closer.is_alive()
+        return not self.abandoned
+
+    def _close(self) -> None:
         if self._worker is not None:
             self._worker.close()
         if self.scheduler is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -41,6 +42,7 @@ class Job:
         self.cancelled = threading.Event()
         self.result: Any = None     # finish(stream)'s value, once the stream ended
         self.stream: Any = None     # the running stream, once started
+        self.finished = False       # its end or error has been read
 
     def push(self, kind: int, value: Any) -> None:
         """Deliver ``value`` (ITEM, END or ERROR), on the event loop's thread."""
@@ -57,6 +59,12 @@ class Job:
         self.cancelled.set()
         self._abort(self)
 
+    def end(self, error: BaseException) -> None:
+        """Stop the job and end its reader with ``error`` (the server is shutting down)."""
+        if not self.finished:
+            self.cancel()
+            self.push(ERROR, error)
+
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._items()
 
@@ -65,11 +73,12 @@ class Job:
             kind, value = await self._queue.get()
             if kind == ITEM:
                 yield value
-            elif kind == END:
+                continue
+            self.finished = True
+            if kind == END:
                 self.result = value
                 return
-            else:
-                raise value
+            raise value
 
 
 class EngineWorker:
@@ -83,6 +92,7 @@ class EngineWorker:
         self._running: set[Job] = set()
         self.n_waiting = 0          # jobs submitted and not started (the /metrics deferred count)
         self.n_cancelled = 0        # jobs that ended because they were cancelled (a client went away)
+        self.open_jobs: weakref.WeakSet[Job] = weakref.WeakSet()   # what a shutdown must end
 
     @property
     def n_running(self) -> int:
@@ -92,6 +102,7 @@ class EngineWorker:
         """Run ``start(engine)`` (a stream: an iterator with ``close()``) on the worker; the job yields
         its items, then ends with ``finish(stream)`` as ``job.result``."""
         job = Job(asyncio.get_running_loop(), self._abort)
+        self.open_jobs.add(job)
         with self._lock:
             self.n_waiting += 1
         self._executor.submit(self._run, job, start, finish)
@@ -104,6 +115,7 @@ class EngineWorker:
                 self.n_cancelled += 1
                 return
             self._running.add(job)
+        outcome: tuple[int, Any] | None = None   # delivered once the job no longer counts as running
         try:
             stream = start(self.backend)
             job.stream = stream
@@ -118,14 +130,16 @@ class EngineWorker:
                     with self._lock:
                         self.n_cancelled += 1
                 else:
-                    job.post(END, finish(stream) if finish is not None else None)
+                    outcome = (END, finish(stream) if finish is not None else None)
             finally:
                 stream.close()
         except BaseException as exc:   # delivered to the request; the worker thread goes on
-            job.post(ERROR, exc)
+            outcome = (ERROR, exc)
         finally:
             with self._lock:
                 self._running.discard(job)
+        if outcome is not None:   # after the discard: a client that has its answer sees the slot free
+            job.post(*outcome)
 
     def _abort(self, job: Job) -> None:
         with self._lock:

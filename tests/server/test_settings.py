@@ -94,3 +94,44 @@ def test_fields_upstream_reads_leniently_keep_their_defaults() -> None:
     inputs = call.request.inputs
     assert (inputs.parallel_tool_calls, inputs.add_generation_prompt) == (True, True)
     assert "reasoning_effort" not in inputs.chat_template_kwargs
+
+
+def test_a_bad_chat_template_file_is_named_with_what_is_wrong(tmp_path: Path) -> None:
+    import os
+
+    from llamact.errors import LlamaException
+    from llamact.server.settings import ServerSettings
+
+    latin1 = tmp_path / "latin1.jinja"
+    latin1.write_bytes(b"{{ 'caf\xe9' }}")
+    fifo = tmp_path / "fifo.jinja"
+    os.mkfifo(fifo)
+    cases = {latin1: "is not UTF-8 text (byte 7", tmp_path: "is a directory", fifo: "is not a regular file",
+             tmp_path / "missing.jinja": "does not exist"}
+    for path, words in cases.items():   # the FIFO is refused, not opened (that would block)
+        with pytest.raises(LlamaException) as info:
+            ServerSettings(chat_template_file=path).model_params()
+        assert str(path) in str(info.value) and words in str(info.value)
+
+
+def test_serve_refuses_a_template_that_is_not_a_file(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    fifo = tmp_path / "fifo.jinja"
+    os.mkfifo(fifo)
+    for path, words in ((tmp_path, "is a directory"), (fifo, "is not a regular file")):
+        proc = subprocess.run([sys.executable, "-m", "llamact", "serve", "--chat-template-file", str(path),
+                               "--port", "0"], capture_output=True, text=True, timeout=120,
+                              cwd=tempfile.gettempdir())
+        assert proc.returncode == 1 and f"{path} {words}" in proc.stderr, proc.stderr
+
+
+def test_the_transport_limits_read_flags_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMACT_MAX_BODY_SIZE", "1000")
+    monkeypatch.setenv("LLAMACT_SHUTDOWN_TIMEOUT", "1.5")
+    settings = load_settings({"timeout": 7.0, "max_body_depth": None})
+    assert (settings.max_body_size, settings.shutdown_timeout, settings.timeout) == (1000, 1.5, 7.0)
+    assert (settings.max_body_depth, settings.max_tokenize_tokens) == (512, 1 << 20)

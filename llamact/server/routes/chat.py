@@ -26,7 +26,7 @@ router = APIRouter()
 async def chat_completions(request: Request) -> Response:
     state = state_of(request)
     try:
-        call = read_chat(await json_body(request), state.defaults)
+        call = await json_body(request, read_chat, state.defaults)
         refuse_unenforced_schema(call.request, state.defaults)
     except Exception as exc:
         return exception_response(exc)

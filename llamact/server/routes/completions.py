@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_completion import completion_id
 from ...engine.chat_types import system_fingerprint
-from ..protocol import CompletionBody, exception_response, read_completion
+from ..protocol import CompletionBody, RequestError, exception_response, read_completion
 from ..sse import event_stream, first_item, run_to_end
 from ..state import state_of
 from .body import json_body
@@ -21,17 +21,36 @@ __all__ = ["router"]
 router = APIRouter()
 
 
+def _check_prompt(prompt: str | list[int], n_vocab: int) -> None:
+    """What llama.cpp cannot take is the request's error (400), not the generation's (500)."""
+    if isinstance(prompt, list):
+        if not 0 <= min(prompt) <= max(prompt) < n_vocab:
+            raise RequestError(f"'prompt' holds a token id outside this model's vocabulary (0 to {n_vocab - 1})")
+        return
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestError(f"'prompt' holds a lone surrogate ({prompt[exc.start:exc.end]!r}) at position {exc.start}, "
+                           "which is not Unicode text") from None
+
+
 @router.post("/v1/completions")
 @router.post("/completions")
 async def completions(request: Request) -> Response:
     state = state_of(request)
     try:
-        call = read_completion(await json_body(request), state.defaults)
+        call = await json_body(request, read_completion, state.defaults)
     except Exception as exc:
         return exception_response(exc)
     body = CompletionBody("cmpl-" + completion_id()[len("chatcmpl-"):], int(time.time()), state.model_name,
                           system_fingerprint())
-    job = state.worker.submit(lambda backend: backend.generate(call.prompt, call.params))
+    n_vocab = state.engine.n_vocab
+
+    def start(backend: Any) -> Any:   # on the worker: the prompt checked there (it may be megabytes)
+        _check_prompt(call.prompt, n_vocab)
+        return backend.generate(call.prompt, call.params)
+
+    job = state.worker.submit(start)
 
     def record(last: Any) -> None:
         t = last.timings

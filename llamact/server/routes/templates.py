@@ -1,12 +1,23 @@
 """Templates and tokens: ``/apply-template`` (llama-server's), ``/template-details`` (llamact's: what
-the template rendered, with its family, format, grammar and stops), ``/tokenize``, ``/detokenize``."""
+the template rendered, with its family, format, grammar and stops), ``/tokenize``, ``/detokenize``.
+
+Rendering, tokenizing and detokenizing run on a thread (``asyncio.to_thread``): a 20 MB text takes
+seconds, and on the event loop it would stall every other client. The vocabulary is read-only, so
+these calls run beside a generation as the workers' own tokenizing does. Their input is bounded by
+the body limit (``--max-body-size``), their token lists by ``--max-tokenize-tokens``; the engine's
+refusal of an input (a lone surrogate, an id outside the vocabulary) is the request's error, 400.
+"""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..protocol import RequestError, error_response, exception_response, read_chat
+from ...errors import LlamaInferenceException
+from ..protocol import RequestError, exception_response, read_chat
 from ..state import state_of
 from .body import json_body
 
@@ -15,11 +26,16 @@ __all__ = ["router"]
 router = APIRouter()
 
 
+async def _rendered(request: Request) -> Any:
+    state = state_of(request)
+    call = await json_body(request, read_chat, state.defaults)
+    return await asyncio.to_thread(state.engine.chat_template, call.request)
+
+
 @router.post("/apply-template")
 async def apply_template(request: Request) -> Response:
-    state = state_of(request)
     try:
-        result = state.engine.chat_template(read_chat(await json_body(request), state.defaults).request)
+        result = await _rendered(request)
     except Exception as exc:
         return exception_response(exc)
     return JSONResponse({"prompt": result.prompt})
@@ -29,9 +45,8 @@ async def apply_template(request: Request) -> Response:
 async def template_details(request: Request) -> Response:
     """What ``/apply-template`` renders, with the detected family, format, grammar and stops (the page's
     prompt panel)."""
-    state = state_of(request)
     try:
-        result = state.engine.chat_template(read_chat(await json_body(request), state.defaults).request)
+        result = await _rendered(request)
     except Exception as exc:
         return exception_response(exc)
     return JSONResponse({
@@ -43,20 +58,23 @@ async def template_details(request: Request) -> Response:
     })
 
 
-@router.post("/tokenize")
-async def tokenize(request: Request) -> Response:
-    engine = state_of(request).engine
-    try:
-        body = await json_body(request)
-    except RequestError as exc:
-        return exception_response(exc)
+def _check_count(n: int, limit: int, what: str) -> None:
+    if n > limit:
+        raise RequestError(f"{what} {n} tokens, more than the server's limit of {limit} (--max-tokenize-tokens)")
+
+
+def _tokens(engine: Any, body: Any, limit: int) -> Any:
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, str):
-        return error_response("'content' must be a string")
-    tokens = engine.tokenize(content, add_special=bool(body.get("add_special", False)),
-                             parse_special=bool(body.get("parse_special", True)))
+        raise RequestError("'content' must be a string")
+    try:
+        tokens = engine.tokenize(content, add_special=bool(body.get("add_special", False)),
+                                 parse_special=bool(body.get("parse_special", True)))
+    except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
+        raise RequestError(f"'content': {exc}") from None
+    _check_count(len(tokens), limit, "'content' is")   # before its pieces, ten times the memory
     if not body.get("with_pieces", False):
-        return JSONResponse({"tokens": tokens})
+        return {"tokens": tokens}
     out = []
     for token in tokens:
         piece = engine.token_piece(token)
@@ -64,20 +82,36 @@ async def tokenize(request: Request) -> Response:
             out.append({"id": token, "piece": piece.decode("utf-8")})
         except UnicodeDecodeError:   # part of a character: llama-server lists the bytes
             out.append({"id": token, "piece": list(piece)})
-    return JSONResponse({"tokens": out})
+    return {"tokens": out}
+
+
+def _text(engine: Any, body: Any, limit: int) -> Any:
+    tokens = body.get("tokens", []) if isinstance(body, dict) else None
+    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+        raise RequestError("'tokens' must be a list of token ids")
+    _check_count(len(tokens), limit, "'tokens' holds")
+    try:
+        return {"content": engine.detokenize(tokens)}
+    except LlamaInferenceException as exc:   # an id outside the vocabulary
+        raise RequestError(f"'tokens': {exc}") from None
+
+
+def _answer(work: Any, request: Request, body: Any) -> JSONResponse:
+    state = state_of(request)   # the answer made here too: serialising a million ids takes a while
+    return JSONResponse(work(state.engine, body, state.settings.max_tokenize_tokens))
+
+
+@router.post("/tokenize")
+async def tokenize(request: Request) -> Response:
+    try:
+        return await asyncio.to_thread(_answer, _tokens, request, await json_body(request))
+    except Exception as exc:
+        return exception_response(exc)
 
 
 @router.post("/detokenize")
 async def detokenize(request: Request) -> Response:
-    engine = state_of(request).engine
     try:
-        body = await json_body(request)
-    except RequestError as exc:
-        return exception_response(exc)
-    tokens = body.get("tokens", []) if isinstance(body, dict) else None
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        return error_response("'tokens' must be a list of token ids")
-    try:
-        return JSONResponse({"content": engine.detokenize(tokens)})
+        return await asyncio.to_thread(_answer, _text, request, await json_body(request))
     except Exception as exc:
         return exception_response(exc)
