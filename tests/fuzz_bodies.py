@@ -21,6 +21,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +46,7 @@ _COMMON: dict[str, Any] = dict(deadline=None, database=None, phases=(Phase.expli
 settings.register_profile("fuzz-ci", max_examples=30, derandomize=True, **_COMMON)
 settings.register_profile("fuzz-long", max_examples=2000, derandomize=False, **_COMMON)
 # examples per family under "fuzz-ci" (tests/server/test_fuzz.py; campaign.py --ci runs the same)
-CI_EXAMPLES = {"chat": 40, "completions": 30, "grammars": 40, "templates": 40, "raw_bodies": 30, "admin": 40}
+CI_EXAMPLES = {"chat": 60, "completions": 50, "grammars": 60, "templates": 60, "raw_bodies": 40, "admin": 60}
 PROFILE = os.environ.get("LLAMACT_FUZZ_PROFILE", "fuzz-ci")
 
 CHAT_ROUTES = ("/v1/chat/completions", "/chat/completions")
@@ -138,6 +140,44 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+class RssWatch:
+    """While a request runs: the server's RSS sampled every 0.1 s, and the server killed (SIGKILL) as soon
+    as it passes ``limit`` -- a request that makes it allocate without bound (measured: 9 GiB in 30 s)
+    must not take the machine down with it. ``peak`` is the largest RSS seen, ``killed`` says whether
+    the limit was hit."""
+
+    def __init__(self, pid: int | None, limit: int = RSS_LIMIT) -> None:
+        self.pid = pid
+        self.limit = limit
+        self.peak = 0
+        self.killed = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while self.pid is not None and not self._done.wait(0.1):
+            try:
+                rss = rss_bytes(self.pid)
+            except OSError:
+                return
+            self.peak = max(self.peak, rss)
+            if rss > self.limit:
+                self.killed = True
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                return
+
+    def __enter__(self) -> RssWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def alive(pid: int) -> bool:

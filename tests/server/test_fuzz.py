@@ -1,9 +1,10 @@
 """A bounded HTTP fuzzer (issue 26: a server that no request can crash, stall or wedge): hostile requests
 from ``tests/fuzz_bodies.py`` against a live ``llamact serve --parallel 2`` (the batched path), one
 family of routes per test. Every answer must come within ``REQUEST_LIMIT_S`` and be no 5xx (nor a
-stream ending in a server error event); after every request the process is alive, ``/health`` says
-ok and its RSS stays under ``RSS_LIMIT``; at the end a normal chat works and ``/metrics`` counts no
-request as processing.
+stream ending in a server error event); after every request the process is alive and ``/health``
+says ok; its RSS stays under ``RSS_LIMIT`` (sampled during the request: the server is killed above
+it, so that a runaway allocation cannot take the machine down). At the end a normal chat works and
+``/metrics`` counts no request as processing.
 
 The profile "fuzz-ci" (derandomized, no shrinking: a failure prints the request whole) keeps the file
 to about three minutes on two cores; ``LLAMACT_FUZZ_PROFILE=fuzz-long`` runs the same tests longer,
@@ -71,12 +72,14 @@ def health(live: LiveServer, limit: float = 10.0) -> fb.Outcome:
 def check(server: FuzzServer, case: fb.Case) -> None:
     """Send one case; fail with the request, the answer and the server's log for anything wrong."""
     live = server.ensure()
-    outcome = fb.send(live.port, case)
-    found = fb.problems(case, outcome)
     pid = server.pid
     assert pid is not None
-    if not fb.alive(pid):
-        time.sleep(0.5)
+    with fb.RssWatch(pid) as watch:
+        outcome = fb.send(live.port, case)
+    found = fb.problems(case, outcome)
+    if watch.killed:
+        found.append(f"RSS above {fb.RSS_LIMIT >> 20} MiB during the request (the server was killed)")
+    elif not fb.alive(pid):
         found.append("the server died")
     else:
         probe = health(live)
