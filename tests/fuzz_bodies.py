@@ -652,3 +652,63 @@ def all_cases() -> st.SearchStrategy[Case]:
 
 FAMILIES = {"chat": chat_cases, "completions": completion_cases, "grammars": grammar_cases,
             "templates": template_cases, "raw_bodies": raw_body_cases, "admin": admin_cases}
+
+
+# -- findings -----------------------------------------------------------------------------------------
+
+def _finding(path: str, body: Json, name: str) -> Case:
+    return Case("POST", path, encode(body), kind=f"finding/{name}")
+
+
+_DEEP_GRAMMAR = "root ::= " + "(" * 20_000 + '"a"' + ")" * 20_000
+_ENUM = {"enum": [f"value number {i}" for i in range(MAX_ITEMS)]}
+
+FINDINGS: dict[str, Case] = {
+    # issue 26's list and what the fuzzer found on main since (each also drawn by the strategies);
+    # tests/server/test_fuzz.py sends each one on its own
+    "raw-grammar-20000-deep": _finding("/v1/completions", {**COMPLETION_BASE, "grammar": _DEEP_GRAMMAR}, "grammar"),
+    "chat-grammar-20000-deep": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": _DEEP_GRAMMAR}, "grammar"),
+    "raw-grammar-1000-deep-star": _finding("/v1/completions", {
+        **COMPLETION_BASE, "grammar": "root ::= " + "[a]*(" * 1000 + '"b"' + ")" * 1000}, "grammar"),
+    "raw-grammar-left-recursion": _finding("/v1/completions", {
+        **COMPLETION_BASE, "grammar": 'root ::= root "a" | "a"'}, "grammar"),
+    "chat-grammar-token-ref": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": "root ::= <[0]>"}, "grammar"),
+    "huge-enum": _finding("/v1/chat/completions", {**CHAT_BASE, "json_schema": _ENUM}, "json_schema"),
+    "schema-min-items-above-max": _finding("/v1/completions", {
+        **COMPLETION_BASE, "json_schema": {"type": "array", "minItems": 3, "maxItems": 2}}, "json_schema"),
+    "schema-min-length-above-max": _finding("/v1/completions", {
+        **COMPLETION_BASE, "json_schema": {"type": "string", "minLength": 3, "maxLength": 2}}, "json_schema"),
+    "schema-minimum-above-maximum": _finding("/v1/completions", {
+        **COMPLETION_BASE, "json_schema": {"type": "integer", "minimum": 5, "maximum": 2}}, "json_schema"),
+    "schema-min-items-100000": _finding("/v1/chat/completions", {
+        **CHAT_BASE, "response_format": {"type": "json_schema", "json_schema": {"schema": {
+            "type": "array", "items": {"type": "integer"}, "minItems": 100_000}}}}, "response_format"),
+    "schema-1000-deep": _finding("/v1/chat/completions", {
+        **CHAT_BASE, "json_schema": _deep_schema(1000, "object")}, "json_schema"),
+    "schema-ref-root": _finding("/v1/chat/completions", {**CHAT_BASE, "json_schema": {"$ref": "#"}}, "json_schema"),
+    "schema-bogus-type": _finding("/v1/chat/completions", {**CHAT_BASE, "json_schema": {"type": "bogus"}},
+                                  "json_schema"),
+    "schema-huge-bounds": _finding("/v1/chat/completions", {
+        **CHAT_BASE, "json_schema": {"type": "integer", "minimum": -1e30, "maximum": 1e30}}, "json_schema"),
+    "response-format-xml": _finding("/v1/chat/completions", {**CHAT_BASE, "response_format": {"type": "xml"}},
+                                    "response_format"),
+    "response-format-string": _finding("/v1/chat/completions", {**CHAT_BASE, "response_format": "json"},
+                                       "response_format"),
+    "response-format-number": _finding("/v1/chat/completions", {**CHAT_BASE, "response_format": 5},
+                                       "response_format"),
+    "response-format-schema-string": _finding("/v1/chat/completions", {
+        **CHAT_BASE, "response_format": {"type": "json_schema", "json_schema": {"schema": "x"}}}, "response_format"),
+    "template-kwargs-messages": _finding("/v1/chat/completions", {
+        **CHAT_BASE, "chat_template_kwargs": {"messages": 5}}, "chat_template_kwargs"),
+    "body-100000-deep": Case("POST", "/v1/chat/completions", b"[" * 100_000 + b"]" * 100_000, kind="finding/body"),
+    "field-1000-deep": _finding("/v1/chat/completions", {**CHAT_BASE, "seed": deep_text(1000)}, "body"),
+    "tokenize-lone-surrogate": Case("POST", "/tokenize", b'{"content": "\\ud800"}', kind="finding/tokenize"),
+    "tokenize-surrogate-bytes": Case("POST", "/tokenize", b'{"content": "\xed\xa0\x80"}', kind="finding/tokenize"),
+    "tokenize-deep-field": Case("POST", "/tokenize", encode({"content": "x", "with_pieces": deep_text(1000, "dict")}),
+                                kind="finding/tokenize"),
+    "detokenize-negative": _finding("/detokenize", {"tokens": [-1]}, "detokenize"),
+    "detokenize-out-of-vocabulary": _finding("/detokenize", {"tokens": [10**9]}, "detokenize"),
+    "raw-prompt-token-out-of-vocabulary": _finding("/v1/completions", {**COMPLETION_BASE, "prompt": [10**9]},
+                                                   "prompt"),
+    "tokenize-20-MB": _finding("/tokenize", {"content": "a " * (10 << 20)}, "tokenize"),
+}

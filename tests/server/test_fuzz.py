@@ -45,6 +45,12 @@ class FuzzServer:
         self.live.start()
         return self.live
 
+    def restart(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+        self.live = None
+        self.ensure()
+
     @property
     def pid(self) -> int | None:
         process = self.live._process if self.live is not None else None
@@ -90,7 +96,7 @@ def check(server: FuzzServer, case: fb.Case) -> None:
             found.append(f"RSS {rss >> 20} MiB > {fb.RSS_LIMIT >> 20} MiB")
     if found:
         log = live.log_tail(3000)
-        server.ensure()   # the next test starts on a live server
+        server.restart()   # the next example starts on a fresh server (no slot held by a hung request)
         pytest.fail(f"{'; '.join(found)}\nrequest: {case.describe()}\nanswer: {outcome.describe()}\n"
                     f"server log (end):\n{log}", pytrace=False)
 
@@ -136,6 +142,12 @@ def test_bodies_that_are_not_json_objects(fuzz_server: FuzzServer, case: fb.Case
 @given(case=fb.admin_cases())
 def test_admin_routes_unknown_routes_and_methods(fuzz_server: FuzzServer, case: fb.Case) -> None:
     check(fuzz_server, case)
+
+
+@pytest.mark.parametrize("name", sorted(fb.FINDINGS))
+def test_findings(fuzz_server: FuzzServer, name: str) -> None:
+    """What the fuzzer found (tests/fuzz_bodies.py, FINDINGS), each request on its own."""
+    check(fuzz_server, fb.FINDINGS[name])
 
 
 def test_server_is_fine_at_the_end(fuzz_server: FuzzServer) -> None:
