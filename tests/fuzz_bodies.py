@@ -710,5 +710,9 @@ FINDINGS: dict[str, Case] = {
     "detokenize-out-of-vocabulary": _finding("/detokenize", {"tokens": [10**9]}, "detokenize"),
     "raw-prompt-token-out-of-vocabulary": _finding("/v1/completions", {**COMPLETION_BASE, "prompt": [10**9]},
                                                    "prompt"),
+    "detokenize-deep-field": Case("POST", "/detokenize", encode({"tokens": deep_text(1000, "dict")}),
+                                  kind="finding/detokenize"),
+    "xtc-probability-negative": _finding("/v1/chat/completions", {**CHAT_BASE, "xtc_probability": -1}, "sampling"),
+    "xtc-threshold-huge": _finding("/v1/completions", {**COMPLETION_BASE, "xtc_threshold": 2**31}, "sampling"),
     "tokenize-20-MB": _finding("/tokenize", {"content": "a " * (10 << 20)}, "tokenize"),
 }

@@ -200,8 +200,9 @@ def run(args: argparse.Namespace) -> Json:
         if problems:
             key = f"{route} | {'; '.join(p for p in problems if not p.startswith('error event'))[:80]} | " \
                   f"{message_of(outcome)}"
+            if key not in figures.findings:
+                print(f"[{time.monotonic() - started:6.0f}s] FINDING {key}\n    {case.describe(300)}", flush=True)
             Figures._add(figures.findings, key, example(case, outcome, ours.log_tail() if fate != "ok" else None))
-            print(f"[{time.monotonic() - started:6.0f}s] FINDING {key}\n    {case.describe(300)}", flush=True)
         if fate != "ok":
             ours.restart()
         if theirs is not None:
