@@ -56,7 +56,7 @@ GET_ROUTES = ("/health", "/v1/health", "/v1/models", "/models", "/props", "/metr
 POST_ROUTES = CHAT_ROUTES + COMPLETION_ROUTES + TEMPLATE_ROUTES + ("/tokenize", "/detokenize")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
     """One HTTP request, and the family of hostility that made it (for the figures)."""
 
@@ -65,6 +65,9 @@ class Case:
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
     kind: str = "valid"
+
+    def __repr__(self) -> str:   # Hypothesis prints the falsifying example: bounded, like describe()
+        return f"Case<{self.describe(300)}>"
 
     def describe(self, limit: int = 1500) -> str:
         body = b"" if self.body is None else self.body
@@ -672,6 +675,8 @@ FINDINGS: dict[str, Case] = {
         **COMPLETION_BASE, "grammar": "root ::= " + "[a]*(" * 1000 + '"b"' + ")" * 1000}, "grammar"),
     "raw-grammar-left-recursion": _finding("/v1/completions", {
         **COMPLETION_BASE, "grammar": 'root ::= root "a" | "a"'}, "grammar"),
+    "chat-grammar-double-star": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": 'root ::= "a"**'},
+                                         "grammar"),
     "chat-grammar-token-ref": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": "root ::= <[0]>"}, "grammar"),
     "huge-enum": _finding("/v1/chat/completions", {**CHAT_BASE, "json_schema": _ENUM}, "json_schema"),
     "schema-min-items-above-max": _finding("/v1/completions", {
