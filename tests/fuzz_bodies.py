@@ -719,5 +719,13 @@ FINDINGS: dict[str, Case] = {
                                   kind="finding/detokenize"),
     "xtc-probability-negative": _finding("/v1/chat/completions", {**CHAT_BASE, "xtc_probability": -1}, "sampling"),
     "xtc-threshold-huge": _finding("/v1/completions", {**COMPLETION_BASE, "xtc_threshold": 2**31}, "sampling"),
+    "top-p-above-one": _finding("/v1/completions", {**COMPLETION_BASE, "top_p": 5}, "sampling"),
+    "top-k-negative": _finding("/v1/completions", {**COMPLETION_BASE, "top_k": -5}, "sampling"),
+    "mirostat-7": _finding("/v1/completions", {**COMPLETION_BASE, "mirostat": 7}, "sampling"),
+    "dry-base-below-one": _finding("/v1/completions", {**COMPLETION_BASE, "dry_multiplier": 1, "dry_base": 0.5},
+                                   "sampling"),
+    "seed-2-64": _finding("/v1/completions", {**COMPLETION_BASE, "seed": 2**64}, "sampling"),
+    "logit-bias-out-of-vocabulary": _finding("/v1/chat/completions", {**CHAT_BASE, "logit_bias": {"999999": 1}},
+                                             "sampling"),
     "tokenize-20-MB": _finding("/tokenize", {"content": "a " * (10 << 20)}, "tokenize"),
 }
