@@ -12,7 +12,11 @@ dict of the facts behind it (paths, sizes, parameter names) for programs that wa
     ├── LlamaRequestException      a request is malformed: a message, tool, option or body field
     └── LlamaTemplateException     a chat template does not compile or fails to render
 
-The server answers a ``LlamaRequestException`` or ``LlamaUnsupportedException`` with HTTP 400
+    Two failures are both an inference failure and the caller's request (they derive from both):
+    LlamaSamplerParameterException (a sampling parameter out of its range) and
+    LlamaGrammarDeadEndException (the request's grammar admits no token of this model at some point).
+
+The server answers a ``LlamaRequestException`` (those two included) or ``LlamaUnsupportedException`` with HTTP 400
 (``invalid_request_error``), a ``LlamaContextException`` with 400 (``exceed_context_size_error``), and
 anything else with 500 (``server_error``), as llama-server does (``server.protocol.error_kind``).
 """
@@ -64,6 +68,15 @@ class LlamaTemplateException(LlamaException):
     and ``line`` in ``details`` say where)."""
 
 
+class LlamaSamplerParameterException(LlamaInferenceException, LlamaRequestException):
+    """A sampling parameter out of the range llama.cpp takes (``details`` names the sampler and value)."""
+
+
+class LlamaGrammarDeadEndException(LlamaInferenceException, LlamaRequestException):
+    """The grammar admits no token of the model's vocabulary at this point of the output: the
+    constraint cannot be met (e.g. a schema whose minimum is above its maximum)."""
+
+
 __all__ = [
     "LlamaException",
     "LlamaModelException",
@@ -73,4 +86,6 @@ __all__ = [
     "LlamaStateException",
     "LlamaRequestException",
     "LlamaTemplateException",
+    "LlamaSamplerParameterException",
+    "LlamaGrammarDeadEndException",
 ]

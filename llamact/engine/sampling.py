@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import LlamaInferenceException
+from ..errors import LlamaInferenceException, LlamaSamplerParameterException
 from ..native import sampler as s
 from .params import GenerationParams
 
@@ -26,7 +26,8 @@ def sampler_specs(
         specs.append(s.Greedy())
         return specs
     if p.mirostat not in (0, 1, 2):
-        raise LlamaInferenceException(f"mirostat must be 0, 1 or 2, got {p.mirostat!r}", {"mirostat": p.mirostat})
+        raise LlamaSamplerParameterException(f"mirostat must be 0, 1 or 2, got {p.mirostat!r}",
+                                             {"mirostat": p.mirostat})
     if p.mirostat == 0:
         specs += [
             s.Penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty),

@@ -27,7 +27,7 @@ from ._library import native
 from .context import Context
 from .model import Model
 from .reasoning_budget import BudgetState, ReasoningBudgetSpec
-from .sampler import Grammar, Greedy, SamplerSpec, build_sampler, validate_specs
+from .sampler import Grammar, Greedy, SamplerSpec, build_sampler, native_failure, validate_specs
 from .shim import ErrorBuffer
 
 
@@ -166,7 +166,4 @@ class GuidedSampler(NativeHandle):
         """A C++ exception escaped the sampler: its state is undefined now, so close it and return the
         exception to raise."""
         self.close()
-        return LlamaInferenceException(
-            f"{what} failed inside llama.cpp: {message or 'unknown error'}; the guided sampler was closed",
-            {"native_error": message},
-        )
+        return native_failure(what, message, "the guided sampler was closed")

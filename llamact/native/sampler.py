@@ -18,7 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import LlamaException, LlamaInferenceException
+from ..errors import (
+    LlamaException,
+    LlamaGrammarDeadEndException,
+    LlamaInferenceException,
+    LlamaSamplerParameterException,
+)
 from ..grammar.limits import check_grammar_limits
 from . import llama_h, log
 from ._handle import NativeHandle
@@ -33,7 +38,7 @@ _U32 = 2**32 - 1
 
 def _bad(spec: object, name: str, value: object, rule: str) -> LlamaInferenceException:
     kind = type(spec).__name__
-    return LlamaInferenceException(
+    return LlamaSamplerParameterException(
         f"invalid sampler parameter {kind}.{name}={value!r}: {rule}", {"sampler": kind, name: value}
     )
 
@@ -370,6 +375,23 @@ class Grammar(SamplerSpec):
         return int(ptr or 0)
 
 
+GRAMMAR_DEAD_END = "the grammar admits no token at this point of the output"   # the shim's words
+# llama.cpp's words for a grammar already complete when the next token arrives
+_GRAMMAR_ENDED = "Unexpected empty grammar stack"
+
+
+def native_failure(what: str, message: str, closed: str) -> LlamaInferenceException:
+    """The exception for a C++ exception that escaped sampling; a grammar that admits no token is the
+    request's constraint failing, not llama.cpp's."""
+    text = f"{what} failed inside llama.cpp: {message or 'unknown error'}; {closed}"
+    if GRAMMAR_DEAD_END in (message or "") or _GRAMMAR_ENDED in (message or ""):
+        return LlamaGrammarDeadEndException(
+            f"{GRAMMAR_DEAD_END}: no token of this model can continue the output the grammar requires (check the "
+            f"grammar or schema: e.g. a minimum above its maximum, or a token the model never produces); {closed}",
+            {"native_error": message})
+    return LlamaInferenceException(text, {"native_error": message})
+
+
 # fd 2 is process-wide: swapping it is serialised, and only done on the failure path below.
 _STDERR_SWAP = threading.Lock()
 _PARSE_ERROR = b"error parsing grammar: "
@@ -504,10 +526,7 @@ class SamplerChain(NativeHandle):
         """A C++ exception escaped the sampler: its state is undefined now, so close the chain and
         return the exception to raise."""
         self.close()
-        return LlamaInferenceException(
-            f"{what} failed inside llama.cpp: {message or 'unknown error'}; the sampler chain was closed",
-            {"native_error": message},
-        )
+        return native_failure(what, message, "the sampler chain was closed")
 
     def accept(self, token: int) -> None:
         """Record ``token`` as generated (``sample`` already does for the tokens it returns).

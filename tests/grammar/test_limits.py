@@ -69,6 +69,10 @@ def test_left_recursion_is_refused_without_recursing() -> None:
     # llama.cpp refuses left recursion too, with a check that recurses over the rules
     with pytest.raises(GbnfError, match="left recursion"):
         check_grammar_limits('root ::= a "x" | "y"\na ::= b\nb ::= root')
+    for text in ('root ::= "a"**', 'root ::= ("a"?)+ "b"', 'root ::= x* "b"\nx ::= "a" | ""'):
+        with pytest.raises(GbnfError, match="left recursion"):
+            check_grammar_limits(text)
+    assert check_grammar_limits('root ::= ("a"?){0,5} "b"').rules   # bounded: a chain, no cycle
     chain = "\n".join([f"r{i} ::= r{i + 1}" for i in range(5000)] + ["r5000 ::= r0", "root ::= r0"])
     with pytest.raises(GbnfError):
         check_grammar_limits(chain, GrammarLimits(max_depth=None))
@@ -169,3 +173,28 @@ def test_a_schema_nested_too_deep_is_refused_without_recursion_errors() -> None:
     for _ in range(MAX_SCHEMA_DEPTH // 2 - 1):
         shallow = {"type": "object", "properties": {"a": shallow}}
     assert json_schema_to_grammar(shallow)
+
+
+@pytest.mark.model
+def test_a_grammar_no_token_can_follow_is_the_requests_error(engine: LlamaEngine) -> None:
+    """A grammar this model cannot continue (here: token 0, then nothing but an end SmolLM2 does not
+    have) fails as the request's constraint, which the server answers 400, not as llama.cpp's."""
+    from llamact.errors import LlamaGrammarDeadEndException, LlamaRequestException
+
+    with pytest.raises(LlamaGrammarDeadEndException) as raw:
+        list(engine.generate("hi", GenerationParams(grammar="root ::= <[0]>", max_tokens=3)))
+    with pytest.raises(LlamaGrammarDeadEndException) as chat:
+        engine.create_completion([{"role": "user", "content": "hi"}], grammar="root ::= <[0]>",
+                                 params=GenerationParams(max_tokens=3))
+    for info in (raw, chat):
+        assert isinstance(info.value, LlamaRequestException) and isinstance(info.value, LlamaInferenceException)
+
+
+@pytest.mark.model
+def test_a_sampler_parameter_out_of_range_is_the_requests_error(engine: LlamaEngine) -> None:
+    from llamact.errors import LlamaRequestException, LlamaSamplerParameterException
+
+    for params in (GenerationParams(top_p=5, max_tokens=2), GenerationParams(mirostat=7, max_tokens=2)):
+        with pytest.raises(LlamaSamplerParameterException) as info:
+            list(engine.generate("hi", params))
+        assert isinstance(info.value, LlamaRequestException)
