@@ -384,7 +384,10 @@ def native_failure(what: str, message: str, closed: str) -> LlamaInferenceExcept
     """The exception for a C++ exception that escaped sampling; a grammar that admits no token is the
     request's constraint failing, not llama.cpp's."""
     text = f"{what} failed inside llama.cpp: {message or 'unknown error'}; {closed}"
-    if GRAMMAR_DEAD_END in (message or "") or _GRAMMAR_ENDED in (message or ""):
+    # a token the caller passed to accept() that the grammar refuses is the caller's mistake, not a
+    # dead end; one the sampler itself produced means the grammar had nowhere to go
+    sampled = not what.startswith("accepting")
+    if GRAMMAR_DEAD_END in (message or "") or (sampled and _GRAMMAR_ENDED in (message or "")):
         return LlamaGrammarDeadEndException(
             f"{GRAMMAR_DEAD_END}: no token of this model can continue the output the grammar requires (check the "
             f"grammar or schema: e.g. a minimum above its maximum, or a token the model never produces); {closed}",

@@ -15,7 +15,7 @@ status classes differ is listed: "llamact stricter" (llamact 4xx where llama-ser
 2xx where llama-server answered 4xx); llama-server's own crashes and hangs are counted (and it is
 restarted). Everything runs on loopback; both servers are stopped at the end.
 
-    source /tmp/tools/devenv.sh "$PWD"     # or any environment with llamact installed
+    source ~/.cache/llamact/venv-py311/bin/activate     # the venv scripts/test.sh set up
     python scripts/fuzz/campaign.py --minutes 30 [--differential] [--report fuzz-report.json]
 """
 

@@ -12,7 +12,7 @@ over time (start, end and max of each run between restarts), the SIGTERM exit ti
 the tracebacks in the server's log by their last line, and ``requests_processing`` once idle at the
 end. Bounded: it stops by itself after ``--minutes``; loopback only; the server is stopped at the end.
 
-    source /tmp/tools/devenv.sh "$PWD"
+    source ~/.cache/llamact/venv-py311/bin/activate     # the venv scripts/test.sh set up
     python scripts/fuzz/soak.py --minutes 30 --restart-every 300 --clients 4
 """
 
