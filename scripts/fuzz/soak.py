@@ -60,7 +60,8 @@ class Soak:
     def __init__(self, args: argparse.Namespace, model: Path) -> None:
         self.args = args
         self.live = LiveServer("--model", str(model), "--threads", str(args.threads), "--ctx-size",
-                               str(args.ctx_size), "--parallel", str(args.parallel), "--n-predict", "16")
+                               str(args.ctx_size), "--parallel", str(args.parallel), "--n-predict", "16",
+                               "--cache-ram", str(args.cache_ram))
         self.lock = threading.Lock()
         self.restarting = threading.Event()
         self.stop_event = threading.Event()
@@ -304,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--ctx-size", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache-ram", type=int, default=8192,
+                        help="MiB of saved slot prompts (the server's default; RSS grows until it is full)")
     parser.add_argument("--request-limit", type=float, default=fb.REQUEST_LIMIT_S)
     parser.add_argument("--hostile-pool", type=int, default=300, help="hostile requests drawn at the start")
     parser.add_argument("--seed", type=int, default=26)
