@@ -250,6 +250,9 @@ def _stop(body: Json) -> list[str]:
     raise RequestError("'stop' must be a string or a list of strings")
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams:
     """The sampling and stopping fields of a chat or completion request."""
     values: dict[str, Any] = {}
@@ -264,6 +267,9 @@ def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams
     for name in ("max_completion_tokens", "max_tokens", "n_predict"):
         if body.get(name) is not None:
             n_predict = _number(body, name, int)
+            if not -1 <= n_predict <= _INT32_MAX:   # server-schema.cpp's hard limits for n_predict
+                raise RequestError(f"Field '{name}': Value must be between -1 <= value <= {_INT32_MAX}, but got "
+                                   f"{n_predict}")
     values["max_tokens"] = n_predict if n_predict >= 0 else -1
     if body.get("seed") is not None:
         seed = _number(body, "seed", int)

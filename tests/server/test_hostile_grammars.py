@@ -53,6 +53,9 @@ HOSTILE = [
     ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "json_schema": MULTIPLE_OF}, "--lenient-schemas"),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "grammar": 'root ::= "\ud800"'}, "lone surrogate"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "xml"}}, "accepted shapes"),
+    # llama-server's hard limits for n_predict (server-schema.cpp): -1e30 ran without a limit here
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": -1e30}, "-1 <= value <= 2147483647"),
+    ("/v1/completions", {"prompt": "hi", "n_predict": -2}, "-1 <= value <= 2147483647"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": 5}, "accepted shapes"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema"}}, "json_schema"),
     ("/v1/chat/completions", {"messages": ASK, "response_format": {"type": "json_schema",
