@@ -1,4 +1,4 @@
-"""Hostile HTTP requests for ``llamact serve`` (issue 26), shared by ``tests/server/test_fuzz.py`` and
+"""Hostile HTTP requests for ``llamact serve`` (issue 26), shared by ``tests/server/test_http_fuzz.py`` and
 ``scripts/fuzz/campaign.py`` / ``scripts/fuzz/soak.py``: Hypothesis strategies of ``Case`` (method,
 path, body bytes, headers), one request sender with a hard wall-clock limit, and the properties every
 answer must have (``problems``).
@@ -45,7 +45,7 @@ _COMMON: dict[str, Any] = dict(deadline=None, database=None, phases=(Phase.expli
                                suppress_health_check=list(HealthCheck), print_blob=False)
 settings.register_profile("fuzz-ci", max_examples=30, derandomize=True, **_COMMON)
 settings.register_profile("fuzz-long", max_examples=2000, derandomize=False, **_COMMON)
-# examples per family under "fuzz-ci" (tests/server/test_fuzz.py; campaign.py --ci runs the same)
+# examples per family under "fuzz-ci" (tests/server/test_http_fuzz.py; campaign.py --ci runs the same)
 CI_EXAMPLES = {"chat": 60, "completions": 50, "grammars": 60, "templates": 60, "raw_bodies": 40, "admin": 60}
 PROFILE = os.environ.get("LLAMACT_FUZZ_PROFILE", "fuzz-ci")
 
@@ -668,7 +668,7 @@ _ENUM = {"enum": [f"value number {i}" for i in range(MAX_ITEMS)]}
 
 FINDINGS: dict[str, Case] = {
     # issue 26's list and what the fuzzer found on main since (each also drawn by the strategies);
-    # tests/server/test_fuzz.py sends each one on its own
+    # tests/server/test_http_fuzz.py sends each one on its own
     "raw-grammar-20000-deep": _finding("/v1/completions", {**COMPLETION_BASE, "grammar": _DEEP_GRAMMAR}, "grammar"),
     "chat-grammar-20000-deep": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": _DEEP_GRAMMAR}, "grammar"),
     "raw-grammar-1000-deep-star": _finding("/v1/completions", {

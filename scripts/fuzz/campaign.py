@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A longer fuzzing campaign against ``llamact serve`` (issue 26), outside CI: the strategies of
-``tests/fuzz_bodies.py`` (the same as ``tests/server/test_fuzz.py``) for N requests or T minutes,
+``tests/fuzz_bodies.py`` (the same as ``tests/server/test_http_fuzz.py``) for N requests or T minutes,
 whichever comes first, against a fresh server on 127.0.0.1; with ``--differential``, each request also
 goes to upstream's llama-server at the pin (started as ``tests/server/test_wire_parity.py`` starts it,
 the same model, slots, context and default token limit).
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default="", help=f"comma-separated, of {','.join(fb.FAMILIES)} (default all)")
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--ci", action="store_true",
-                        help="send tests/server/test_fuzz.py's examples (profile fuzz-ci) instead, then stop")
+                        help="send tests/server/test_http_fuzz.py's examples (profile fuzz-ci) instead, then stop")
     parser.add_argument("--model", default=None, help="GGUF file (default: the bundled SmolLM2)")
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--ctx-size", type=int, default=1024)
