@@ -192,12 +192,9 @@ class _Cost:
         if isinstance(item, Repeat):
             if item.max == 0:
                 return True
+            # a repetition of something that can match nothing ((x? y?)+, upstream's own tool-call
+            # grammars) is fine: llama.cpp's stack expansion is iterative with a seen-set at the pin
             inner = self._leading_of_item(item.item, out)
-            if inner and item.max is None:
-                # llama.cpp writes x* as `r ::= x r | ""`: with x able to match nothing, r reaches itself
-                # first -- left recursion, which it refuses ("a"** , ("a"?)+)
-                raise GbnfError("left recursion: an unbounded repetition of something that can match nothing "
-                                "(e.g. (\"a\"?)* or \"a\"**)")
             return inner or item.min == 0
         return _item_nullable(item, self.nullable)
 

@@ -31,7 +31,13 @@ from fastapi.responses import JSONResponse
 from ..chat.request import ChatRequest
 from ..engine import GenerationParams
 from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
-from ..errors import LlamaContextException, LlamaException, LlamaRequestException, LlamaUnsupportedException
+from ..errors import (
+    LlamaContextException,
+    LlamaException,
+    LlamaInferenceException,
+    LlamaRequestException,
+    LlamaUnsupportedException,
+)
 from ..grammar.builder import json_schema_to_grammar
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
@@ -111,6 +117,9 @@ def error_kind(exc: BaseException) -> tuple[str, int]:
     route's capability; a route answers that itself.)"""
     if isinstance(exc, RequestError):
         return "unavailable_error" if exc.status == 503 else "invalid_request_error", exc.status
+    if isinstance(exc, LlamaInferenceException) and exc.details.get("sampler") == "Grammar" \
+            and exc.message.startswith("llama.cpp rejected"):   # a grammar it refuses ("a"**: left recursion)
+        return "invalid_request_error", 400
     if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError, RecursionError)):
         return "invalid_request_error", 400
     if isinstance(exc, LlamaContextException):
