@@ -22,6 +22,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 
 from .protocol import error_response
 from .routes import ROUTERS
@@ -67,6 +69,15 @@ class _Guard:
         return None
 
 
+async def _not_routed(request: Request, exc: Exception) -> Response:
+    """A path or method no route serves: llama-server's 404 in its error shape (cpp-httplib answers a
+    known path with another method 404 too, where FastAPI would say 405 ``{"detail": ...}``)."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status in (404, 405):
+        return error_response("File Not Found", "not_found_error", 404)
+    return error_response(str(getattr(exc, "detail", exc)), "invalid_request_error", status)
+
+
 def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> FastAPI:
     """The application; the model loads when it starts (``app.state.llamact``: its ``ServerState``)."""
     state = ServerState(settings)
@@ -86,6 +97,7 @@ def create_app(settings: ServerSettings, *, load_in_background: bool = True) -> 
 
     app = FastAPI(title="llamact", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.llamact = state
+    app.add_exception_handler(HTTPException, _not_routed)
     app.add_middleware(_Guard, state=state)
     for router in ROUTERS:
         app.include_router(router)

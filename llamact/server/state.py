@@ -17,8 +17,10 @@ from collections.abc import Callable
 
 from fastapi import Request
 
+from ..chat import ChatTemplates, supports_enable_thinking
 from ..engine import LlamaEngine
 from ..engine.batched import BatchScheduler
+from ..errors import LlamaException
 from ..grammar.limits import set_default_limits
 from .metrics import Metrics
 from .protocol import RequestDefaults, RequestError
@@ -65,10 +67,12 @@ class ServerState:
     def load(self) -> None:
         try:
             engine = LlamaEngine.load(self.settings.model_path(), self.settings.model_params())
-            caps = engine.templates().default.caps
+            templates = engine.templates()
+            caps = templates.default.caps
             self.defaults = RequestDefaults(
                 model_name=self.model_name, n_predict=self.settings.n_predict,
-                reasoning_format=self.settings.reasoning_format, enable_thinking=self.settings.enable_thinking,
+                reasoning_format=self.settings.reasoning_format,
+                enable_thinking=self.settings.enable_thinking and _template_thinks(templates),
                 parallel_tool_calls=caps.supports_parallel_tool_calls, lenient_schemas=self.settings.lenient_schemas,
             )
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
@@ -111,6 +115,17 @@ class ServerState:
             self.scheduler.close()
         if self._engine is not None:
             self._engine.close()
+
+
+def _template_thinks(templates: ChatTemplates) -> bool:
+    """llama-server's default ``enable_thinking``: on only where the template thinks and the switch
+    works (``common_chat_templates_support_enable_thinking``, asked once at load). Elsewhere a
+    template reading the variable itself (Apertus' "Deliberation: enabled") would think unasked."""
+    try:
+        return supports_enable_thinking(templates)
+    except LlamaException as exc:   # upstream refuses to start; here the requests report the template
+        log.warning("the chat template fails on a one-message conversation (%s); thinking is off by default", exc)
+        return False
 
 
 def state_of(request: Request) -> ServerState:
