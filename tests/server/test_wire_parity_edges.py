@@ -60,6 +60,21 @@ def test_a_path_or_method_no_route_serves_answers_as_llama_server(method: str, p
     assert got == expected
 
 
+DISABLED = [("GET", "/tools"), ("POST", "/tools"), ("GET", "/cors-proxy"), ("POST", "/cors-proxy"),
+            ("POST", "/v1/audio/transcriptions"), ("POST", "/audio/transcriptions")]
+
+
+@pytest.mark.parametrize(("method", "path"), DISABLED, ids=[f"{m} {p}" for m, p in DISABLED])
+def test_a_feature_this_server_lacks_is_refused_as_llama_server_refuses_it(method: str, path: str,
+                                                                           upstream: LlamaServer,
+                                                                           server: LiveServer) -> None:
+    """The web UI's tools and MCP proxy are off (403), transcription needs an audio projector (501)."""
+    expected = _answer(upstream.port, method, path, {**JSON, **KEY}, {})
+    got = _answer(server.port, method, path, {**JSON, **KEY}, {})
+    assert expected[0] in (403, 501)
+    assert got == expected
+
+
 HELLO = {"type": "text", "text": "Hello"}
 CONTENT_PARTS = {
     "media_marker": [HELLO, {"type": "media_marker", "text": "<__media__>"}],
