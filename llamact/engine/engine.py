@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 import warnings
@@ -238,6 +239,12 @@ class LlamaEngine:
     @property
     def n_vocab(self) -> int:
         return self.model.vocab.n_tokens
+
+    @functools.cached_property
+    def eog_tokens(self) -> tuple[int, ...]:
+        """The vocabulary's end-of-generation tokens (what llama-server's ``ignore_eos`` bans)."""
+        vocab = self.model.vocab
+        return tuple(t for t in range(vocab.n_tokens) if vocab.is_eog(t))
 
     @property
     def n_ctx(self) -> int:

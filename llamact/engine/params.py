@@ -64,6 +64,11 @@ class ModelParams:
             object.__setattr__(self, "loras", tuple(self.loras))
 
 
+# the sampler chain between the logit bias and the selecting sampler, in upstream's default order, by
+# llama.cpp's names for its samplers (llama-server's /props "samplers")
+SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     """Sampling and stopping, with llama.cpp's defaults and its sampler order.
@@ -101,6 +106,10 @@ class GenerationParams:
     seed: int | None = None
     greedy: bool = False
     logit_bias: Mapping[int, float] = field(default_factory=dict)
+    # DRY's sequence breakers (llama.cpp's default), and the order of the samplers between the logit
+    # bias and the selecting one, by llama.cpp's names (sampling.SAMPLER_NAMES; one left out is not run)
+    dry_sequence_breakers: Sequence[str] = ("\n", ":", '"', "*")
+    samplers: Sequence[str] = SAMPLER_NAMES
     grammar: str | None = None
     stop: str | Sequence[str] = ()
     render_special: bool = False
@@ -117,6 +126,13 @@ class GenerationParams:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each
         # of its characters. Stored as a tuple of strings either way.
         object.__setattr__(self, "stop", _stop_sequences(self.stop))
+        for name in ("dry_sequence_breakers", "samplers"):
+            value = getattr(self, name)
+            items = tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else None
+            if items is None or not all(isinstance(item, str) for item in items):
+                raise LlamaInferenceException(f"{name} must be a sequence of strings, got {value!r}",
+                                              {name: repr(value)})
+            object.__setattr__(self, name, items)
 
 
 def _stop_sequences(stop: object) -> tuple[str, ...]:

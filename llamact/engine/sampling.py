@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from ..errors import LlamaInferenceException, LlamaSamplerParameterException
 from ..native import sampler as s
-from .params import GenerationParams
-
-# the chain below, between the logit bias and the selecting sampler, by llama.cpp's names for its
-# samplers (llama-server's /props "samplers"); keep in step with sampler_specs
-SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+from .params import SAMPLER_NAMES, GenerationParams
 
 
-def sampler_specs(
-    p: GenerationParams, dry_seq_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
-) -> list[s.SamplerSpec]:
-    """Grammar and logit bias first, then penalties, DRY, top-n-sigma, top-k, typical, top-p,
-    min-p, XTC, temperature, and finally the selecting sampler (dist, mirostat or greedy)."""
+def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
+    """Grammar and logit bias first, then the samplers in ``p.samplers``' order (by default penalties,
+    DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature), and finally the selecting
+    sampler (dist, mirostat or greedy). Mirostat replaces the list, as in common/sampling.cpp."""
     specs: list[s.SamplerSpec] = []
     if p.grammar:
         check_grammar(p.grammar)
@@ -29,18 +24,26 @@ def sampler_specs(
         raise LlamaSamplerParameterException(f"mirostat must be 0, 1 or 2, got {p.mirostat!r}",
                                              {"mirostat": p.mirostat})
     if p.mirostat == 0:
-        specs += [
-            s.Penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty),
-            s.Dry(p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_penalty_last_n, dry_seq_breakers),
-            s.TopNSigma(p.top_n_sigma),
-            s.TopK(p.top_k),
-            s.Typical(p.typical_p, p.min_keep),
-            s.TopP(p.top_p, p.min_keep),
-            s.MinP(p.min_p, p.min_keep),
-            s.Xtc(p.xtc_probability, p.xtc_threshold, p.min_keep, p.seed),
-            s.TempExt(p.temperature, p.dynatemp_range, p.dynatemp_exponent),
-            s.Dist(p.seed),
-        ]
+        unknown = [name for name in p.samplers if name not in SAMPLER_NAMES]
+        if unknown:
+            raise LlamaSamplerParameterException(
+                f"unknown sampler {unknown[0]!r} in samplers: the chain's samplers are {', '.join(SAMPLER_NAMES)}",
+                {"samplers": repr(p.samplers)})
+        make = {
+            "penalties": lambda: s.Penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty,
+                                             p.presence_penalty),
+            "dry": lambda: s.Dry(p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_penalty_last_n,
+                                 tuple(p.dry_sequence_breakers)),
+            "top_n_sigma": lambda: s.TopNSigma(p.top_n_sigma),
+            "top_k": lambda: s.TopK(p.top_k),
+            "typ_p": lambda: s.Typical(p.typical_p, p.min_keep),
+            "top_p": lambda: s.TopP(p.top_p, p.min_keep),
+            "min_p": lambda: s.MinP(p.min_p, p.min_keep),
+            "xtc": lambda: s.Xtc(p.xtc_probability, p.xtc_threshold, p.min_keep, p.seed),
+            "temperature": lambda: s.TempExt(p.temperature, p.dynatemp_range, p.dynatemp_exponent),
+        }
+        specs += [make[name]() for name in p.samplers]
+        specs.append(s.Dist(p.seed))
     elif p.mirostat == 1:
         specs += [s.Temp(p.temperature), s.Mirostat(p.mirostat_tau, p.mirostat_eta, 100, p.seed)]
     else:

@@ -42,6 +42,7 @@ from ..grammar.builder import json_schema_to_grammar
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
+from .fields import Vocabulary, read_bool, read_number, sampling_fields
 
 Json = Any
 log = logging.getLogger("llamact.server")
@@ -70,6 +71,10 @@ class RequestDefaults:
     parallel_tool_calls: bool = False
     # accept a response schema with keywords the grammar cannot enforce (llama-server's way)
     lenient_schemas: bool = False
+    # the model's vocabulary, for the fields that need it (logit_bias text, ignore_eos); the slots
+    # (llama-server's bound on a request's n)
+    vocabulary: Vocabulary | None = None
+    n_parallel: int = 1
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
@@ -192,20 +197,6 @@ def _lenient_bool(body: Json, name: str) -> Any:
     return value if isinstance(value, bool) else _DEFAULT
 
 
-# llama-server's sampling fields (params_from_json_cmpl) and the GenerationParams field each sets
-_FLOAT_FIELDS = {
-    "temperature": "temperature", "top_p": "top_p", "min_p": "min_p", "typical_p": "typical_p",
-    "top_n_sigma": "top_n_sigma", "xtc_probability": "xtc_probability", "xtc_threshold": "xtc_threshold",
-    "dynatemp_range": "dynatemp_range", "dynatemp_exponent": "dynatemp_exponent",
-    "repeat_penalty": "repeat_penalty", "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty", "dry_multiplier": "dry_multiplier", "dry_base": "dry_base",
-    "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta",
-}
-_INT_FIELDS = {
-    "top_k": "top_k", "repeat_last_n": "repeat_last_n", "dry_allowed_length": "dry_allowed_length",
-    "dry_penalty_last_n": "dry_penalty_last_n", "mirostat": "mirostat", "min_keep": "min_keep",
-}
-
 # A chat body's fields that are ChatRequest options: (body field, option, reader). Absent or null
 # fields keep the option's default (or the server's, below).
 _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
@@ -225,80 +216,21 @@ _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
 )
 
 
-def _logit_bias(value: Json) -> dict[int, float]:
-    """OpenAI's ``{"token id": bias}`` or llama-server's ``[[id, bias], ...]`` (``false`` bans)."""
-    pairs = value.items() if isinstance(value, dict) else value if isinstance(value, list) else None
-    if pairs is None:
-        raise RequestError("'logit_bias' must be an object of token ids to biases, or a list of [id, bias] pairs")
-    bias: dict[int, float] = {}
-    for pair in pairs:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise RequestError(f"'logit_bias' entry {pair!r} is not a [token id, bias] pair")
-        token, weight = pair
-        try:
-            token_id = int(token)
-        except (TypeError, ValueError):
-            raise RequestError(f"'logit_bias' key {token!r} is not a token id") from None
-        if weight is False:
-            bias[token_id] = float("-inf")
-        elif isinstance(weight, (int, float)) and not isinstance(weight, bool):
-            bias[token_id] = float(weight)
-        else:
-            raise RequestError(f"'logit_bias' value for token {token_id} must be a number or false")
-    return bias
-
-
-def _stop(body: Json) -> list[str]:
-    stop = body.get("stop")
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        return [stop]
-    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
-        return stop
-    raise RequestError("'stop' must be a string or a list of strings")
-
-
-_INT32_MAX = 2**31 - 1
-
-
 def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams:
-    """The sampling and stopping fields of a chat or completion request."""
-    values: dict[str, Any] = {}
-    for name, target in _FLOAT_FIELDS.items():
-        if body.get(name) is not None:
-            values[target] = _number(body, name, float)
-    for name, target in _INT_FIELDS.items():
-        if body.get(name) is not None:
-            values[target] = _number(body, name, int)
-    # llama-server: n_predict, else max_tokens, else max_completion_tokens (OpenAI's newer name)
-    n_predict = defaults.n_predict
-    for name in ("max_completion_tokens", "max_tokens", "n_predict"):
-        if body.get(name) is not None:
-            n_predict = _number(body, name, int)
-            if not -1 <= n_predict <= _INT32_MAX:   # server-schema.cpp's hard limits for n_predict
-                raise RequestError(f"Field '{name}': Value must be between -1 <= value <= {_INT32_MAX}, but got "
-                                   f"{n_predict}")
+    """The sampling and stopping fields of a chat or completion body, through llama-server's field
+    table (``server.fields``: types, clamps and hard limits as upstream has them)."""
+    values = sampling_fields(body, defaults.vocabulary, defaults.n_parallel)
+    n_predict = values.pop("max_tokens", defaults.n_predict)
     values["max_tokens"] = n_predict if n_predict >= 0 else -1
-    if body.get("seed") is not None:
-        seed = _number(body, "seed", int)
-        values["seed"] = None if seed < 0 else seed   # -1: a random seed, as upstream's LLAMA_DEFAULT_SEED
-    if body.get("logit_bias") is not None:
-        values["logit_bias"] = _logit_bias(body["logit_bias"])
-    if "cache_prompt" in body:
-        values["cache_prompt"] = _bool(body, "cache_prompt")
-    values["stop"] = _stop(body)
     if body.get("post_sampling_probs") is True:   # probabilities after the sampler chain: not computed here
         raise RequestError("'post_sampling_probs' is not supported: llamact's logprobs are those of the raw "
                            "logits (llama-server's default)")
     if body.get("n_probs") is not None:   # llama-server's own field: each token's top n_probs alternatives
-        n_probs = _number(body, "n_probs", int)
+        n_probs = int(read_number(body, "n_probs", "int"))
         if n_probs > MAX_TOP_LOGPROBS:
             raise RequestError(f"'n_probs' above {MAX_TOP_LOGPROBS} is not supported")
         if n_probs > 0:
             values["logprobs"], values["top_logprobs"] = True, n_probs
-    if body.get("n", 1) != 1:
-        raise RequestError("Only one completion choice is allowed")
     try:
         return GenerationParams(**values)
     except LlamaException as exc:
@@ -306,7 +238,7 @@ def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams
 
 
 def _stream(body: Json) -> bool:
-    return _bool(body, "stream") if "stream" in body else False
+    return read_bool(body, "stream") if body.get("stream") is not None else False
 
 
 def _include_usage(body: Json) -> bool:

@@ -22,6 +22,7 @@ from ..engine import LlamaEngine
 from ..engine.batched import BatchScheduler
 from ..errors import LlamaException
 from ..grammar.limits import set_default_limits
+from .fields import Vocabulary
 from .metrics import Metrics
 from .protocol import RequestDefaults, RequestError
 from .settings import ServerSettings
@@ -74,6 +75,9 @@ class ServerState:
                 reasoning_format=self.settings.reasoning_format,
                 enable_thinking=self.settings.enable_thinking and _template_thinks(templates),
                 parallel_tool_calls=caps.supports_parallel_tool_calls, lenient_schemas=self.settings.lenient_schemas,
+                vocabulary=Vocabulary(engine.n_vocab, lambda: engine.eog_tokens,
+                                      lambda text: engine.tokenize(text, add_special=False, parse_special=False)),
+                n_parallel=self.settings.parallel,
             )
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:

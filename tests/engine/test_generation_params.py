@@ -44,3 +44,28 @@ def test_a_string_stop_does_not_stop_on_its_characters(smollm2_path: Path) -> No
         cut = engine.complete("The capital of France is", GenerationParams(greedy=True, max_tokens=12, stop=word))
         assert cut.stop_reason is StopReason.STOP_STRING and cut.stop_string == word
         assert cut.text == plain.text[: plain.text.index(word)]
+
+
+@pytest.mark.parametrize("value", ["temperature", ["top_k", 3], None])
+def test_samplers_and_dry_breakers_are_sequences_of_strings(value: Any) -> None:
+    for name in ("samplers", "dry_sequence_breakers"):
+        with pytest.raises(LlamaInferenceException, match=name):
+            GenerationParams(**{name: value})
+
+
+@pytest.mark.model
+def test_the_sampler_order_is_the_chain(smollm2_path: Path) -> None:
+    """``samplers`` builds the chain in its order and leaves out what it does not name: temperature
+    before a top-k of 1 is greedy, top-k after a hot temperature alone is not; an unknown name is
+    refused when the chain is made."""
+    from llamact.errors import LlamaSamplerParameterException
+
+    prompt = "Once upon a time"
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=2)) as engine:
+        greedy = engine.complete(prompt, GenerationParams(greedy=True, max_tokens=16)).text
+        top_1 = GenerationParams(temperature=3.0, top_k=1, seed=1, max_tokens=16, samplers=("temperature", "top_k"))
+        assert engine.complete(prompt, top_1).text == greedy
+        hot = GenerationParams(temperature=3.0, top_k=1, seed=1, max_tokens=16, samplers=("temperature",))
+        assert engine.complete(prompt, hot).text != greedy
+        with pytest.raises(LlamaSamplerParameterException, match="unknown sampler 'infill'"):
+            engine.complete(prompt, GenerationParams(seed=1, samplers=("infill",)))

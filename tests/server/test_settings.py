@@ -63,12 +63,13 @@ def test_chat_fields_as_llama_server_reads_them() -> None:
     ({}, "'messages' is required"),
     ({"messages": {}}, "Expected 'messages' to be an array"),
     ({"messages": [], "chat_template_kwargs": {"enable_thinking": "yes"}}, 'invalid type for "enable_thinking"'),
-    ({"messages": [], "n": 2}, "Only one completion choice is allowed"),
+    ({"messages": [], "n": 2}, "Field 'n': Value must be between 1 <= value <= 1, but got 2"),   # one slot
     ({"messages": [], "tools": TOOL, "grammar": 'root ::= "x"'}, "Cannot use custom grammar constraints with tools."),
     ({"messages": [], "tools": [{}]}, "Failed to parse tools: Missing tool type"),   # upstream's text
     ({"messages": [], "grammar": "root ::= x"},
      "Failed to parse grammar ('grammar'): invalid GBNF grammar: undefined rule 'x'"),
-    ({"messages": [], "temperature": "hot"}, "'temperature' must be a number"),
+    ({"messages": [], "temperature": "hot"},
+     "Field 'temperature': [json.exception.type_error.302] type must be number, but is string"),
     ({"messages": [], "n_probs": 21}, "'n_probs' above 20 is not supported"),
     ({"messages": [], "n_probs": 2, "post_sampling_probs": True}, "'post_sampling_probs' is not supported"),
 ])
