@@ -23,6 +23,7 @@ from ..grammar.limits import set_default_limits
 from .metrics import Metrics
 from .protocol import RequestDefaults, RequestError
 from .settings import ServerSettings
+from .slot_info import SlotTasks
 from .slots import SlotRunner
 from .worker import EngineWorker
 
@@ -44,6 +45,7 @@ class ServerState:
         self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
+        self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
         # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
         self.model_name = settings.alias or str(settings.model_path())
 

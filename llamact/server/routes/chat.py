@@ -35,6 +35,8 @@ async def chat_completions(request: Request) -> Response:
     def start(backend: Any) -> Any:   # on the worker: an engine, or the batch scheduler's slots
         stream = backend.create(call.request, params=call.params)
         streams.append(stream)
+        state.slot_tasks.begin(stream, call.params, stream_mode=call.stream, chat=stream.result,
+                               reasoning_format=call.request.reasoning_format)
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))

@@ -48,7 +48,10 @@ async def completions(request: Request) -> Response:
 
     def start(backend: Any) -> Any:   # on the worker: the prompt checked there (it may be megabytes)
         _check_prompt(call.prompt, n_vocab)
-        return backend.generate(call.prompt, call.params)
+        stream = backend.generate(call.prompt, call.params)
+        state.slot_tasks.begin(stream, call.params, stream_mode=call.stream,
+                               reasoning_format=state.settings.reasoning_format)
+        return stream
 
     job = state.worker.submit(start)
 
