@@ -294,8 +294,21 @@ class BatchScheduler:
             return n
         return self._slot_action(seq, erase)
 
+    def when_idle(self, action: Callable[[], Any]) -> Future[Any]:
+        """Run ``action()`` on the scheduler's thread once no slot holds a request (what changes the
+        weights -- LoRA scales -- must not land in the middle of a request); every slot's cache and
+        the prompt store are emptied after it, since they were computed with the old weights."""
+        def run(_slot: _Slot) -> Any:
+            value = action()
+            for slot in self._slots:
+                self._forget(slot)
+            if self.prompt_store is not None:
+                self.prompt_store.clear()
+            return value
+        return self._slot_action(-1, run)
+
     def _slot_action(self, seq: int, action: Callable[[_Slot], Any]) -> Future[Any]:
-        if not 0 <= seq < self.n_slots:
+        if seq != -1 and not 0 <= seq < self.n_slots:
             raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
         future: Future[Any] = Future()
         with self._cond:
@@ -309,7 +322,12 @@ class BatchScheduler:
         """The queued slot actions whose slot is free (called with the lock held, between steps)."""
         for entry in list(self._actions):
             seq, action, future = entry
-            slot = self._slots[seq]
+            if seq == -1:
+                if self._order:
+                    continue   # when_idle: deferred until every slot is free
+                slot = self._slots[0]
+            else:
+                slot = self._slots[seq]
             if slot.request is not None:
                 continue   # deferred until its request leaves, as llama-server defers it
             self._actions.remove(entry)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import Request
 
@@ -46,6 +47,8 @@ class ServerState:
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
         self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
+        # the LoRA adapters (--lora, --lora-scaled) as [path, scale], by id: /lora-adapters
+        self.loras: list[list[Any]] = [[str(path), scale] for path, scale in settings.lora]
         # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
         self.model_name = settings.alias or str(settings.model_path())
 

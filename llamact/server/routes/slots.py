@@ -32,7 +32,7 @@ from ..slot_info import slots_json
 from ..state import ServerState, state_of
 from .body import json_body
 
-__all__ = ["router"]
+__all__ = ["Done", "router"]
 
 router = APIRouter()
 NOT_SUPPORTED = "not_supported_error"
@@ -58,7 +58,7 @@ def slot_states(state: ServerState) -> list[tuple[bool, int]]:
     return [(state.worker.n_running > 0, len(state.engine.context_tokens))]
 
 
-class _Done:
+class Done:
     """A stream of no items: how a slot action runs on the engine's worker, in turn with requests."""
 
     def __init__(self, value: Any) -> None:
@@ -76,7 +76,7 @@ async def _on_slot(state: ServerState, seq: int, on_engine: Callable[[Any], Any]
     """Run the action when slot ``seq`` is free: its value, or its exception."""
     if state.scheduler is not None:
         return await asyncio.wrap_future(on_scheduler(state.scheduler, seq))
-    job = state.worker.submit(lambda engine: _Done(on_engine(engine)), lambda done: done.value)
+    job = state.worker.submit(lambda engine: Done(on_engine(engine)), lambda done: done.value)
     async for _item in job:
         pass
     return job.result
