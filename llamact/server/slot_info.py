@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine.params import GenerationParams
 
-__all__ = ["SlotTasks", "TaskRecord", "params_json", "slots_json"]
+__all__ = ["SlotTasks", "TaskRecord", "f32", "params_json", "slots_json"]
 
 Json = Any
 DEFAULT_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: llama-server's seed when a request gives none
@@ -33,7 +33,8 @@ DEFAULT_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: llama-server's seed when a req
 SAMPLERS = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
 
 
-def _f32(value: float) -> float:
+def f32(value: float) -> float:
+    """A C float's value, as nlohmann writes it (the double of its float32)."""
     return float(np.float32(value))
 
 
@@ -43,29 +44,29 @@ def params_json(params: GenerationParams, *, stream: bool, chat_format: str, gen
     p = params
     return {
         "seed": DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF,
-        "temperature": _f32(0.0 if p.greedy else p.temperature),
-        "dynatemp_range": _f32(p.dynatemp_range),
-        "dynatemp_exponent": _f32(p.dynatemp_exponent),
+        "temperature": f32(0.0 if p.greedy else p.temperature),
+        "dynatemp_range": f32(p.dynatemp_range),
+        "dynatemp_exponent": f32(p.dynatemp_exponent),
         "top_k": p.top_k,
-        "top_p": _f32(p.top_p),
-        "min_p": _f32(p.min_p),
-        "top_n_sigma": _f32(p.top_n_sigma),
-        "xtc_probability": _f32(p.xtc_probability),
-        "xtc_threshold": _f32(p.xtc_threshold),
-        "typical_p": _f32(p.typical_p),
+        "top_p": f32(p.top_p),
+        "min_p": f32(p.min_p),
+        "top_n_sigma": f32(p.top_n_sigma),
+        "xtc_probability": f32(p.xtc_probability),
+        "xtc_threshold": f32(p.xtc_threshold),
+        "typical_p": f32(p.typical_p),
         "repeat_last_n": p.repeat_last_n,
-        "repeat_penalty": _f32(p.repeat_penalty),
-        "presence_penalty": _f32(p.presence_penalty),
-        "frequency_penalty": _f32(p.frequency_penalty),
-        "dry_multiplier": _f32(p.dry_multiplier),
-        "dry_base": _f32(p.dry_base),
+        "repeat_penalty": f32(p.repeat_penalty),
+        "presence_penalty": f32(p.presence_penalty),
+        "frequency_penalty": f32(p.frequency_penalty),
+        "dry_multiplier": f32(p.dry_multiplier),
+        "dry_base": f32(p.dry_base),
         "dry_allowed_length": p.dry_allowed_length,
         "dry_penalty_last_n": p.dry_penalty_last_n,
         "mirostat": p.mirostat,
-        "mirostat_tau": _f32(p.mirostat_tau),
-        "mirostat_eta": _f32(p.mirostat_eta),
-        "adaptive_target": _f32(-1.0),   # llamact has no adaptive-p sampler: llama.cpp's "off"
-        "adaptive_decay": _f32(0.9),
+        "mirostat_tau": f32(p.mirostat_tau),
+        "mirostat_eta": f32(p.mirostat_eta),
+        "adaptive_target": f32(-1.0),   # llamact has no adaptive-p sampler: llama.cpp's "off"
+        "adaptive_decay": f32(0.9),
         "max_tokens": p.max_tokens,
         "n_predict": p.max_tokens,
         "n_keep": 0,
@@ -83,7 +84,7 @@ def params_json(params: GenerationParams, *, stream: bool, chat_format: str, gen
         "timings_per_token": False,
         "post_sampling_probs": False,
         "backend_sampling": False,
-        "lora": [{"id": i, "scale": _f32(s)} for i, s in lora],
+        "lora": [{"id": i, "scale": f32(s)} for i, s in lora],
     }
 
 

@@ -24,7 +24,7 @@ from ..grammar.limits import set_default_limits
 from .metrics import Metrics
 from .protocol import RequestDefaults, RequestError
 from .settings import ServerSettings
-from .slot_info import SlotTasks
+from .slot_info import SlotTasks, f32
 from .slots import SlotRunner
 from .worker import EngineWorker
 
@@ -48,7 +48,7 @@ class ServerState:
         self.metrics = Metrics()
         self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
         # the LoRA adapters (--lora, --lora-scaled) as [path, scale], by id: /lora-adapters
-        self.loras: list[list[Any]] = [[str(path), scale] for path, scale in settings.lora]
+        self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.lora]
         # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
         self.model_name = settings.alias or str(settings.model_path())
 
