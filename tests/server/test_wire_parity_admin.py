@@ -237,3 +237,48 @@ def test_props_post_equal_llama_server(enabled: Pair, disabled: Pair) -> None:
 def test_refusals_without_switches_equal_llama_server(disabled: Pair, method: str, path: str, body: Any) -> None:
     expected, got = disabled.both(method, path, body)
     assert got == expected
+
+
+@pytest.fixture(scope="module")
+def two_slots(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with Pair(smollm2_path, tmp_path_factory.mktemp("slots2"), ("--parallel", "2")) as pair:
+        yield pair
+
+
+def _busy(slots: Json) -> int:
+    """The id of the one slot that has run a request."""
+    (slot_id,) = [s["id"] for s in slots if "params" in s]
+    return int(slot_id)
+
+
+def _without_ids(answer: tuple[int, Json]) -> tuple[int, Json]:
+    status, body = answer
+    if isinstance(body, list):
+        return status, sorted(({k: v for k, v in s.items() if k != "id"} for s in body), key=json.dumps)
+    return status, {k: v for k, v in body.items() if k != "id_slot"}
+
+
+def test_two_slots_equal_llama_server_but_for_slot_ids(two_slots: Pair) -> None:
+    """With --parallel 2 the same answers, but for which slot a request lands in: llama-server puts
+    the first request of an idle server in its last slot, llamact's scheduler in the lowest id
+    (packing busy slots into few ids: engine/batched.py, _pick_slot). A slot saved from one slot
+    restores into the other, and the next request finds it there (a prompt cache hit)."""
+    expected, got = two_slots.both("GET", "/slots")
+    assert got == expected
+    two_slots.both("POST", "/v1/chat/completions", HELLO)
+    expected, got = two_slots.both("GET", "/slots")
+    assert _without_ids(got) == _without_ids(expected)
+    up_id, our_id = _busy(expected[1]), _busy(got[1])
+    results = []
+    for action, body in (("save", {"filename": "s.bin"}), ("erase", None), ("restore", {"filename": "s.bin"})):
+        target = action == "restore"   # restore into the other slot
+        up = call(two_slots.up.port, "POST", f"/slots/{(up_id + target) % 2}?action={action}", body)
+        ours = call(two_slots.ours.port, "POST", f"/slots/{(our_id + target) % 2}?action={action}", body)
+        assert _without_ids((ours[0], normalized(ours[1]))) == _without_ids((up[0], normalized(up[1]))), action
+        results.append(ours)
+    assert results[0][1]["n_saved"] == results[2][1]["n_restored"] > 0
+    expected, got = two_slots.both("POST", "/v1/chat/completions", HELLO)
+    assert got == expected
+    assert got[1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    expected, got = two_slots.both("GET", "/slots")
+    assert _without_ids(got) == _without_ids(expected)
