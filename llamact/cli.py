@@ -142,7 +142,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
     files = [(settings.model, "model"), (settings.chat_template_file, "chat template")]
-    files += [(path, "LoRA adapter") for path, _scale in settings.lora]
+    files += [(Path(path), "LoRA adapter") for path, _scale in settings.lora]
     for path, what in files:
         problem = file_problem(path, what) if path is not None else None
         if problem is not None:

@@ -87,7 +87,8 @@ class ServerSettings(BaseSettings):
     slots: bool = True
     slot_save_path: Path | None = None
     props: bool = False
-    lora: tuple[tuple[Path, float], ...] = ()   # (adapter file, scale), in --lora / --lora-scaled order
+    # (adapter file as given: /lora-adapters shows it so, scale), in --lora / --lora-scaled order
+    lora: tuple[tuple[str, float], ...] = ()
 
     def grammar_limits(self) -> limits.GrammarLimits:
         return limits.GrammarLimits(max_bytes=self.grammar_max_bytes, max_depth=self.grammar_max_depth,
