@@ -96,6 +96,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-timeout", type=float,
                        help="seconds running requests get to finish after SIGTERM/SIGINT (default 5); "
                             "a second signal exits at once")
+    serve.add_argument("--slots", dest="slots", action="store_true", default=None,
+                       help="answer GET /slots, each slot's state (the default)")
+    serve.add_argument("--no-slots", dest="slots", action="store_false", help="refuse GET /slots (501)")
+    serve.add_argument("--slot-save-path", type=Path,
+                       help="a directory where POST /slots/{id}?action=save|restore keeps slots' KV caches "
+                            "(without it those actions are refused)")
+    serve.add_argument("--props", action="store_true", default=None, help="accept POST /props (refused without it)")
+    serve.add_argument("--lora", action="append", metavar="FNAME",
+                       help="a LoRA adapter applied with scale 1 (comma-separated or repeated)")
+    serve.add_argument("--lora-scaled", action="append", metavar="FNAME:SCALE",
+                       help="a LoRA adapter with its scale (comma-separated FNAME:SCALE or repeated)")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
@@ -122,19 +133,41 @@ def _cmd_serve(args: argparse.Namespace) -> int:
              "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
              "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
              "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
-             "lenient_schemas")
+             "lenient_schemas", "slots", "slot_save_path", "props")
     try:
-        settings = load_settings({name: getattr(args, name) for name in names}, args.config)
+        flags = {name: getattr(args, name) for name in names}
+        flags["lora"] = _lora_flags(args.lora, args.lora_scaled)
+        settings = load_settings(flags, args.config)
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
-    for path, what in ((settings.model, "model"), (settings.chat_template_file, "chat template")):
+    files = [(settings.model, "model"), (settings.chat_template_file, "chat template")]
+    files += [(Path(path), "LoRA adapter") for path, _scale in settings.lora]
+    for path, what in files:
         problem = file_problem(path, what) if path is not None else None
         if problem is not None:
             print(f"llamact: error: {problem}", file=sys.stderr)
             return 1
+    if settings.slot_save_path is not None and not settings.slot_save_path.is_dir():
+        print(f"llamact: error: --slot-save-path: not a directory: {settings.slot_save_path}", file=sys.stderr)
+        return 1
     serve(settings)
     return 0
+
+
+def _lora_flags(plain: list[str] | None, scaled: list[str] | None) -> list[tuple[str, float]] | None:
+    """llama-server's ``--lora FNAME[,FNAME...]`` (scale 1) and ``--lora-scaled FNAME:SCALE[,...]``,
+    in the order given (plain ones first: argparse keeps no order across two options)."""
+    if not plain and not scaled:
+        return None
+    out = [(name, 1.0) for value in plain or () for name in value.split(",") if name]
+    for value in scaled or ():
+        for item in value.split(","):
+            name, sep, scale = item.rpartition(":")
+            if not sep or not name:
+                raise ValueError(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
+            out.append((name, float(scale)))
+    return out
 
 
 def _cmd_rpc_server(args: argparse.Namespace) -> int:

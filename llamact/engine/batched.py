@@ -22,6 +22,11 @@ one token: its logits are needed). ``cache_prompt=False`` evaluates the whole pr
 to lose most of its cache saves it in host memory first (``PromptStore``, llama-server's
 ``--cache-ram``), and a request finds a saved prefix there when it reaches further than its slot's.
 
+**Slot actions** (llama-server's ``POST /slots/{id}``): ``save_slot`` / ``restore_slot`` /
+``erase_slot`` run on the scheduler's thread between two steps, once the slot holds no request (as
+llama-server defers them), so the sequence they read or write is never being decoded. A restored
+slot's tokens are its cache: the next request whose prompt starts with them evaluates only the rest.
+
 The chunks each request receives are ``GenerationChunk`` values made by a ``SequenceDecoder`` (text,
 stop strings, limits, end token, timings, logprobs), as ``generate()``'s are, so the request's
 ``ChatStream`` (parser, deltas, usage) is the same as ``create()``'s. A sequence has ``n_ctx / n_seq_max``
@@ -32,11 +37,13 @@ one at a near tie (as llama-server's slots do).
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,6 +59,7 @@ from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
 from .sampling import sampler_specs
+from .slot_state import checked_slot_tokens, pack_tokens
 
 __all__ = ["BatchScheduler"]
 
@@ -72,6 +80,7 @@ class _Request:
     # set when it holds a slot
     n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
     n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
+    seq: int = -1            # its slot's id, once it holds one
     last: int = -1           # the last generated token, decoded by the next step
     decoder: SequenceDecoder | None = None   # its text, stop strings, limits, timings and logprobs
 
@@ -105,6 +114,11 @@ class SequenceStream:
     def n_cached(self) -> int:
         """Prompt tokens found in the slot's KV cache (known once the request holds a slot)."""
         return self._request.n_cached
+
+    @property
+    def slot_id(self) -> int:
+        """The slot the request runs in (-1 until it holds one)."""
+        return self._request.seq
 
     def __iter__(self) -> SequenceStream:
         return self
@@ -169,6 +183,7 @@ class BatchScheduler:
         self._order: list[_Slot] = []      # slots holding a request, in the order they joined
         self._closed = False
         self._step_listeners: list[Callable[[], None]] = []
+        self._actions: deque[tuple[int, Callable[[_Slot], Any], Future[Any]]] = deque()   # slot actions
         # llama-server's --cache-ram: MiB of host memory for slots' saved caches (0: off, -1: no limit)
         self.prompt_store = (PromptStore(self.context, cache_ram_mib << 20 if cache_ram_mib > 0 else 1 << 62)
                              if cache_ram_mib != 0 else None)
@@ -242,6 +257,85 @@ class BatchScheduler:
             self._cond.notify()
         return request
 
+    # -- slot actions (llama-server's POST /slots/{id}) ----------------------------------------------
+
+    def slot_states(self) -> list[tuple[bool, int]]:
+        """Each slot's (holds a request, tokens in its KV cache), by id."""
+        with self._cond:
+            return [(slot.request is not None, len(slot.cache)) for slot in self._slots]
+
+    def save_slot(self, seq: int, path: str | os.PathLike[str]) -> Future[int]:
+        """Write slot ``seq``'s KV cache and tokens to ``path`` (llama-server's slot file: ``slot_state``);
+        the future gives the number of tokens saved."""
+        def save(slot: _Slot) -> int:
+            self.context.save_seq_state(path, slot.seq, pack_tokens(slot.cache), raw=True)
+            return len(slot.cache)
+        return self._slot_action(seq, save)
+
+    def restore_slot(self, seq: int, path: str | os.PathLike[str]) -> Future[int]:
+        """Replace slot ``seq``'s cache with a file of ``save_slot``; the future gives the tokens
+        restored (LlamaStateException: the slot is left empty)."""
+        def restore(slot: _Slot) -> int:
+            slot.cache.clear()   # load_seq_state empties the sequence whatever happens
+            words = self.context.load_seq_state(path, slot.seq, capacity=self.n_ctx_seq + 4)
+            try:
+                slot.cache[:] = checked_slot_tokens(words, self._vocab.n_tokens, self.n_ctx_seq)
+            except BaseException:
+                self._forget(slot)
+                raise
+            return len(slot.cache)
+        return self._slot_action(seq, restore)
+
+    def erase_slot(self, seq: int) -> Future[int]:
+        """Empty slot ``seq``'s cache; the future gives how many tokens it held."""
+        def erase(slot: _Slot) -> int:
+            n = len(slot.cache)
+            self._forget(slot)
+            return n
+        return self._slot_action(seq, erase)
+
+    def when_idle(self, action: Callable[[], Any]) -> Future[Any]:
+        """Run ``action()`` on the scheduler's thread once no slot holds a request (what changes the
+        weights -- LoRA scales -- must not land in the middle of a request); every slot's cache and
+        the prompt store are emptied after it, since they were computed with the old weights."""
+        def run(_slot: _Slot) -> Any:
+            value = action()
+            for slot in self._slots:
+                self._forget(slot)
+            if self.prompt_store is not None:
+                self.prompt_store.clear()
+            return value
+        return self._slot_action(-1, run)
+
+    def _slot_action(self, seq: int, action: Callable[[_Slot], Any]) -> Future[Any]:
+        if seq != -1 and not 0 <= seq < self.n_slots:
+            raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
+        future: Future[Any] = Future()
+        with self._cond:
+            if self._closed:
+                raise LlamaStateException("the scheduler is closed")
+            self._actions.append((seq, action, future))
+            self._cond.notify()
+        return future
+
+    def _run_actions(self) -> None:
+        """The queued slot actions whose slot is free (called with the lock held, between steps)."""
+        for entry in list(self._actions):
+            seq, action, future = entry
+            if seq == -1:
+                if self._order:
+                    continue   # when_idle: deferred until every slot is free
+                slot = self._slots[0]
+            else:
+                slot = self._slots[seq]
+            if slot.request is not None:
+                continue   # deferred until its request leaves, as llama-server defers it
+            self._actions.remove(entry)
+            try:
+                future.set_result(action(slot))
+            except BaseException as exc:
+                future.set_exception(exc)
+
     def add_step_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every step (and whenever items were made outside one), on the
         thread that made them: where a consumer of ``listen()`` hands a step's items on at once."""
@@ -284,16 +378,20 @@ class BatchScheduler:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and not self._waiting and not self._order:
+                while not self._closed and not self._waiting and not self._order and not self._actions:
                     self._cond.wait()
                 if self._closed:
                     pending = list(self._waiting) + [slot.request for slot in self._order if slot.request]
                     self._waiting.clear()
+                    for _seq, _action, future in self._actions:
+                        future.set_exception(LlamaStateException("the server is shutting down"))
+                    self._actions.clear()
                     break
                 for slot in [s for s in self._order if s.request is not None and s.request.cancelled]:
                     assert slot.request is not None
                     self._emit(slot.request, _END)
                     self._release(slot)
+                self._run_actions()
                 while self._waiting and len(self._order) < self.n_slots:
                     self._join(self._waiting.popleft())
             self._step()
@@ -333,6 +431,7 @@ class BatchScheduler:
             n_keep = 0
         del slot.cache[n_keep:]
         slot.request = request
+        request.seq = slot.seq
         self._order.append(slot)
         request.n_past = request.n_cached = n_keep
         # room: the sequence ends when its next token would leave no free cell of its n_ctx_seq

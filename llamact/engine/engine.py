@@ -38,6 +38,7 @@ from .params import GenerationParams, ModelParams
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
+from .slot_state import checked_slot_tokens, pack_tokens
 from .templating import EngineTemplates
 
 
@@ -436,6 +437,35 @@ class LlamaEngine:
                 raise
             self._prompt_cache.restore(tokens)
             return self._prompt_cache.tokens
+
+    def save_slot(self, path: str | os.PathLike[str]) -> int:
+        """Write sequence 0's KV cache and tokens as llama-server saves a slot (``slot_state``);
+        returns the number of tokens saved."""
+        with self._reserved():
+            tokens = self._prompt_cache.tokens
+            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True)
+            return len(tokens)
+
+    def restore_slot(self, path: str | os.PathLike[str]) -> int:
+        """Load a slot file of llama-server's (or ``save_slot``'s) into sequence 0: the next prompt
+        that starts with its tokens evaluates only the rest. Returns the tokens restored; a bad file
+        raises LlamaStateException and leaves the cache empty."""
+        with self._reserved():
+            try:
+                tokens = checked_slot_tokens(self.context.load_seq_state(path, 0, self.n_ctx + 4), self.n_vocab,
+                                             self.n_ctx)
+            except BaseException:
+                self._prompt_cache.clear()
+                raise
+            self._prompt_cache.restore(tokens)
+            return len(self._prompt_cache.tokens)
+
+    def clear_cache(self) -> int:
+        """Empty the KV cache (llama-server's slot erase); returns how many tokens it held."""
+        with self._reserved():
+            n = len(self._prompt_cache.tokens)
+            self._prompt_cache.clear()
+            return n
 
     @contextlib.contextmanager
     def _reserved(self) -> Iterator[None]:

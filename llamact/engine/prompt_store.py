@@ -81,6 +81,11 @@ class PromptStore:
         self.n_loaded += 1
         return list(best.tokens)
 
+    def clear(self) -> None:
+        """Forget every entry (the weights changed: no saved state is valid any more)."""
+        self._entries.clear()
+        self.size_bytes = 0
+
     def _drop(self, entry: _Entry) -> None:
         self._entries.remove(entry)
         self.size_bytes -= len(entry.data)

@@ -529,9 +529,12 @@ class Context(NativeHandle):
             )
         return list(arr[: count.value])
 
-    def save_seq_state(self, path: str | os.PathLike[str], seq_id: int, tokens: Sequence[int]) -> None:
-        """Write sequence ``seq_id``'s KV cache (``llama_state_seq_save_file``) with ``tokens``."""
-        ids = self.model.vocab.token_ids(tokens)
+    def save_seq_state(self, path: str | os.PathLike[str], seq_id: int, tokens: Sequence[int], *,
+                       raw: bool = False) -> None:
+        """Write sequence ``seq_id``'s KV cache (``llama_state_seq_save_file``) with ``tokens``
+        (``raw``: any int32 words, not checked as token ids -- llama-server stores its packed
+        ``server_tokens`` there)."""
+        ids = [int(t) for t in tokens] if raw else self.model.vocab.token_ids(tokens)
         arr = (llama_h.llama_token * len(ids))(*ids)
         raw_path = _c_path(path)
         with self.pinned() as ptr:

@@ -82,6 +82,13 @@ class ServerSettings(BaseSettings):
     grammar_max_alternatives: int = Field(limits.DEFAULT_MAX_ALTERNATIVES, ge=1)
     grammar_max_elements: int = Field(limits.DEFAULT_MAX_ELEMENTS, ge=1)
     lenient_schemas: bool = False             # generate with schema keywords the grammar ignores (llama-server)
+    # llama-server's admin switches: GET /slots (on by default), POST /slots/{id} (a directory to
+    # save slots in; None: refused), POST /props (off by default), LoRA adapters loaded at start
+    slots: bool = True
+    slot_save_path: Path | None = None
+    props: bool = False
+    # (adapter file as given: /lora-adapters shows it so, scale), in --lora / --lora-scaled order
+    lora: tuple[tuple[str, float], ...] = ()
 
     def grammar_limits(self) -> limits.GrammarLimits:
         return limits.GrammarLimits(max_bytes=self.grammar_max_bytes, max_depth=self.grammar_max_depth,
@@ -100,7 +107,7 @@ class ServerSettings(BaseSettings):
             template = read_text_file(self.chat_template_file, "chat template")
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
                            n_threads=self.threads, n_threads_batch=self.threads, n_gpu_layers=self.n_gpu_layers,
-                           chat_template=template, n_seq_max=self.parallel)
+                           chat_template=template, n_seq_max=self.parallel, loras=self.lora)
 
 
 def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ServerSettings:

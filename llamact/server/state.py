@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import Request
 
@@ -26,6 +27,7 @@ from .fields import Vocabulary
 from .metrics import Metrics
 from .protocol import RequestDefaults, RequestError
 from .settings import ServerSettings
+from .slot_info import SlotTasks, f32
 from .slots import SlotRunner
 from .worker import EngineWorker
 
@@ -47,6 +49,9 @@ class ServerState:
         self.on_load_error: Callable[[], None] | None = None   # `llamact serve` stops the server
         self.defaults = RequestDefaults()
         self.metrics = Metrics()
+        self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
+        # the LoRA adapters (--lora, --lora-scaled) as [path, scale], by id: /lora-adapters
+        self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.lora]
         # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
         self.model_name = settings.alias or str(settings.model_path())
 

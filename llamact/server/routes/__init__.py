@@ -4,6 +4,8 @@
 * :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
+* :mod:`.lora` -- ``GET /lora-adapters``, ``POST /lora-adapters`` (the adapters' scales)
+* :mod:`.slots` -- ``GET /slots``, ``POST /slots/{id}?action=save|restore|erase``
 * :mod:`.disabled` -- llama-server's routes for features this server lacks, refused as upstream refuses them
 
 Bodies are read by ``server.protocol``, streams written by ``server.sse``; requests run on the
@@ -14,8 +16,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, disabled, templates
+from . import admin, chat, completions, disabled, lora, slots, templates
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, templates.router, disabled.router)
+ROUTERS: tuple[APIRouter, ...] = (
+    admin.router,
+    chat.router,
+    completions.router,
+    templates.router,
+    slots.router,
+    lora.router,
+    disabled.router,
+)

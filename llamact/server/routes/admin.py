@@ -1,4 +1,5 @@
-"""The server's own state: ``/health`` (503 while the model loads), ``/v1/models``, ``/props`` and
+"""The server's own state: ``/health`` (503 while the model loads), ``/v1/models``, ``/props`` (GET; POST
+behind ``--props``) and
 ``/metrics`` (llama-server's fields and metric names), and the page at ``/``."""
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ async def props(request: Request) -> Response:
     settings = state.settings
     return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(settings.model_path()),
                                    n_slots=settings.parallel, n_predict=settings.n_predict))
+
+
+@router.post("/props")
+async def post_props(request: Request) -> Response:
+    """llama-server's POST /props: refused (501) without ``--props``; with it, at the pin, it changes
+    nothing and answers success (its handler reads no field of the body)."""
+    if not state_of(request).settings.props:
+        return error_response("This server does not support changing global properties. Start it with `--props`",
+                              "not_supported_error", 501)
+    return JSONResponse({"success": True})
 
 
 @router.get("/metrics")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_types import system_fingerprint
+from ..lora_control import ensure_scales, request_scales, with_lora
 from ..protocol import exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
 from ..sse import event_stream, first_item, run_to_end
 from ..state import state_of
@@ -26,15 +27,21 @@ router = APIRouter()
 async def chat_completions(request: Request) -> Response:
     state = state_of(request)
     try:
-        call = await json_body(request, read_chat, state.defaults)
+        call, lora = await json_body(request, with_lora(read_chat), state.defaults)
         refuse_unenforced_schema(call.request, state.defaults)
     except Exception as exc:
         return exception_response(exc)
     streams: list[Any] = []
 
+    loras = state.loras
+    scales = request_scales(loras, lora)
+
     def start(backend: Any) -> Any:   # on the worker: an engine, or the batch scheduler's slots
+        ensure_scales(backend, loras, scales)
         stream = backend.create(call.request, params=call.params)
         streams.append(stream)
+        state.slot_tasks.begin(stream, call.params, stream_mode=call.stream, chat=stream.result,
+                               reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()))
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))

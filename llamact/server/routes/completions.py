@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_completion import completion_id
 from ...engine.chat_types import system_fingerprint
+from ..lora_control import ensure_scales, request_scales, with_lora
 from ..protocol import CompletionBody, RequestError, exception_response, read_completion
 from ..sse import event_stream, first_item, run_to_end
 from ..state import state_of
@@ -39,16 +40,23 @@ def _check_prompt(prompt: str | list[int], n_vocab: int) -> None:
 async def completions(request: Request) -> Response:
     state = state_of(request)
     try:
-        call = await json_body(request, read_completion, state.defaults)
+        call, lora = await json_body(request, with_lora(read_completion), state.defaults)
     except Exception as exc:
         return exception_response(exc)
     body = CompletionBody("cmpl-" + completion_id()[len("chatcmpl-"):], int(time.time()), state.model_name,
                           system_fingerprint())
     n_vocab = state.engine.n_vocab
 
+    loras = state.loras
+    scales = request_scales(loras, lora)
+
     def start(backend: Any) -> Any:   # on the worker: the prompt checked there (it may be megabytes)
         _check_prompt(call.prompt, n_vocab)
-        return backend.generate(call.prompt, call.params)
+        ensure_scales(backend, loras, scales)
+        stream = backend.generate(call.prompt, call.params)
+        state.slot_tasks.begin(stream, call.params, stream_mode=call.stream,
+                               reasoning_format=state.settings.reasoning_format, lora=sorted(lora.items()))
+        return stream
 
     job = state.worker.submit(start)
 
