@@ -15,8 +15,14 @@ come, ``output_item.added`` for the thought, the message (with its ``content_par
 call, ``reasoning_text.delta`` / ``output_text.delta`` / ``function_call_arguments.delta``; at the end
 the ``*.done`` events of the final message and ``response.completed`` with the output, usage and
 timings. Upstream's quirks are kept: the final parse's deltas are not streamed (only the ``done``
-events show them), the streamed reasoning item has no status, no ``output_index`` /
-``sequence_number`` fields, and no ``[DONE]`` after the last event.
+events show them), the streamed reasoning item has no status, no ``sequence_number``, and no
+``[DONE]`` after the last event.
+
+One addition (docs/design.md, the Responses route): every event about an output item carries its
+``output_index`` (the item's place in the output, in the order the items were added) and every
+event about a part its ``content_index`` (0: one part an item). OpenAI's events have both and
+llama-server's have neither; the OpenAI SDK's own stream helper (``client.responses.stream``)
+places each delta by them and fails without them.
 """
 
 from __future__ import annotations
@@ -89,6 +95,11 @@ class ResponseEvents:
         self._thinking = False     # the reasoning item was added
         self._text = False         # the message item and its part were added
         self._call_id = ""         # the call whose arguments stream now
+        self._indices: dict[str, int] = {}   # output_index of each item, by id, in the order added
+
+    def _at(self, item_id: str) -> int:
+        """The item's ``output_index`` (the next one for an item not seen yet)."""
+        return self._indices.setdefault(item_id, len(self._indices))
 
     def _status(self, name: str) -> Json:
         return _event(name, response={"id": self.ids.response, "object": "response", "status": "in_progress"})
@@ -107,26 +118,30 @@ class ResponseEvents:
                 self._thinking = True
                 out.append(_event("response.output_item.added", item={
                     "id": self.ids.reasoning, "summary": [], "type": "reasoning", "content": [],
-                    "encrypted_content": "", "status": "in_progress"}))
-            out.append(_event("response.reasoning_text.delta", delta=chunk.thinking, item_id=self.ids.reasoning))
+                    "encrypted_content": "", "status": "in_progress"}, output_index=self._at(self.ids.reasoning)))
+            out.append(_event("response.reasoning_text.delta", delta=chunk.thinking, item_id=self.ids.reasoning,
+                              output_index=self._at(self.ids.reasoning), content_index=0))
         if chunk.content:
             if not self._text:
                 self._text = True
                 out.append(_event("response.output_item.added", item={
                     "content": [], "id": self.ids.message, "role": "assistant", "status": "in_progress",
-                    "type": "message"}))
+                    "type": "message"}, output_index=self._at(self.ids.message)))
                 out.append(_event("response.content_part.added", item_id=self.ids.message,
-                                  part={"type": "output_text", "text": ""}))
-            out.append(_event("response.output_text.delta", item_id=self.ids.message, delta=chunk.content))
+                                  part={"type": "output_text", "text": ""}, output_index=self._at(self.ids.message),
+                                  content_index=0))
+            out.append(_event("response.output_text.delta", item_id=self.ids.message, delta=chunk.content,
+                              output_index=self._at(self.ids.message), content_index=0))
         for call in chunk.tool_calls:
             if call.name:
                 self._call_id = call.id or ""
                 out.append(_event("response.output_item.added", item={
                     "id": "fc_" + self._call_id, "arguments": "", "call_id": "call_" + self._call_id,
-                    "name": call.name, "type": "function_call", "status": "in_progress"}))
+                    "name": call.name, "type": "function_call", "status": "in_progress"},
+                    output_index=self._at("fc_" + self._call_id)))
             if call.arguments:
                 out.append(_event("response.function_call_arguments.delta", delta=call.arguments,
-                                  item_id="fc_" + self._call_id))
+                                  item_id="fc_" + self._call_id, output_index=self._at("fc_" + self._call_id)))
         return out
 
     def _done(self, chunk: Any, message: Any) -> list[Json]:
@@ -134,19 +149,22 @@ class ResponseEvents:
         output: list[Json] = []
         if message.reasoning_content:
             item = _reasoning_item(self.ids.reasoning, message.reasoning_content)
-            out.append(_event("response.output_item.done", item=item))
+            out.append(_event("response.output_item.done", item=item, output_index=self._at(self.ids.reasoning)))
             output.append(item)
         if message.content:
-            out.append(_event("response.output_text.done", item_id=self.ids.message, text=message.content))
+            at = self._at(self.ids.message)
+            out.append(_event("response.output_text.done", item_id=self.ids.message, text=message.content,
+                              output_index=at, content_index=0))
             part = _text_part(message.content)
-            out.append(_event("response.content_part.done", item_id=self.ids.message, part=part))
+            out.append(_event("response.content_part.done", item_id=self.ids.message, part=part, output_index=at,
+                              content_index=0))
             item = {"type": "message", "status": "completed", "id": self.ids.message, "content": [part],
                     "role": "assistant"}
-            out.append(_event("response.output_item.done", item=item))
+            out.append(_event("response.output_item.done", item=item, output_index=at))
             output.append(item)
         for call in message.tool_calls:
             item = _call_item(call)
-            out.append(_event("response.output_item.done", item=item))
+            out.append(_event("response.output_item.done", item=item, output_index=self._at(item["id"])))
             output.append(item)
         completed = _event("response.completed", response={
             "id": self.ids.response, "object": "response", "created_at": int(time.time()), "status": "completed",
