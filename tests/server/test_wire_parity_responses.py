@@ -68,6 +68,9 @@ CASES: dict[str, tuple[str, Json]] = {
     # the call's result comes back as a function_call_output item; the model answers with it
     "tool_result_turn": ("hermes", {"input": [*WEATHER, _call(3, "Paris"), _output(3, "18 C")], "tools": [TOOL],
                                     "max_output_tokens": 16}),
+    # cut inside the call's tag: no parse has anything, so the reply not streamed is the raw text
+    # (as the chat answer) and the stream has no output item at all
+    "tool_call_cut_short": ("hermes", {"input": WEATHER, "tools": [TOOL], "max_output_tokens": 4}),
     "reasoning": ("qwq", {"input": "Say hello.", "max_output_tokens": 20,
                           "reasoning": {"effort": "low", "summary": "auto"}}),
     # an earlier thought as a reasoning item, merged into the assistant message that follows it
@@ -179,7 +182,7 @@ def test_responses_equal_llama_server(name: str, upstream: dict[str, LlamaServer
     got_events = named_events(live.port, body, live)
     assert not any(key in data for _, data in expected_events for key in ADDED)   # the deviation's premise
     assert [e for e, _ in expected_events][:2] == ["response.created", "response.in_progress"]
-    assert expected_events[-1][0] == "response.completed" and len(expected_events) > 4
+    assert expected_events[-1][0] == "response.completed" and len(expected_events) >= 3
     assert normalized(without_indices(got_events)) == normalized(expected_events)
 
 
