@@ -267,13 +267,25 @@ REFUSED: dict[str, Json] = {
 }
 
 
-@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens"])
+@pytest.mark.parametrize("path", ["/v1/responses", "/responses", "/v1/responses/input_tokens"])
 def test_refused_requests_equal_llama_server(path: str, upstream: dict[str, LlamaServer], server: LiveServer) -> None:
     ref = upstream["own"]
     for name, body in REFUSED.items():
         if path.endswith("input_tokens") and name == "max_output_tokens_range":
-            continue   # upstream does not read the sampling fields to count
+            continue   # see the next test
         expected = post(ref.port, path, body)
         got = post(server.port, path, body, server)
         assert expected[0] == 400, (name, expected)
         assert got == expected, name
+
+
+def test_counting_refuses_what_generating_refuses(upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    """A deliberate deviation: llama-server counts a body whose sampling fields it would refuse to
+    run (its count reads only the chat fields); llamact reads the whole body as the generation
+    route does, and refuses it with that route's answer."""
+    body = REFUSED["max_output_tokens_range"]
+    status, counted = post(upstream["own"].port, "/v1/responses/input_tokens", body)
+    assert status == 200 and counted["input_tokens"] > 0
+    refusal = post(upstream["own"].port, "/v1/responses", body)
+    assert refusal[0] == 400
+    assert post(server.port, "/v1/responses/input_tokens", body, server) == refusal
