@@ -160,7 +160,7 @@ class ChatStream:
             self.tokens.append(piece.end_token)
         if piece.text:
             out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
-        out.extend(_chunk(delta) for delta in self._parser.finish(piece.stop_reason.value))
+        out.extend(_chunk(delta)._replace(final=True) for delta in self._parser.finish(piece.stop_reason.value))
         self.usage, self.timings = self._accounting(piece.timings, piece.end_token is not None)
         self.ended = True
         out.append(ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings))

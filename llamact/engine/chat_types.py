@@ -116,6 +116,9 @@ class ChatChunk(NamedTuple):
     # with logprobs: the entry of the token whose text this chunk ends (llama-server puts a token's
     # entry on the last chunk that token made)
     logprobs: tuple[TokenLogprob, ...] = ()
+    # the delta came from the final parse, after the last token (llama-server's final result: the
+    # chat stream sends it as more deltas, the Responses stream only in its ``*.done`` events)
+    final: bool = False
 
     def delta_json(self) -> Json:
         """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""

@@ -29,7 +29,7 @@ from .worker import Job
 Json = Any
 log = logging.getLogger("llamact.server")
 
-__all__ = ["DISCONNECT_POLL_S", "First", "event_stream", "first_item", "run_to_end", "sse"]
+__all__ = ["DISCONNECT_POLL_S", "First", "event_stream", "first_item", "named_sse", "run_to_end", "sse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
@@ -38,6 +38,11 @@ DONE = b"data: [DONE]\n\n"
 
 def sse(data: Json) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+def named_sse(event: Json) -> bytes:
+    """``{"event": NAME, "data": ...}`` as llama-server writes a named event (format_oai_resp_sse)."""
+    return f"event: {event['event']}\n".encode() + sse(event["data"])
 
 
 async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
@@ -89,20 +94,24 @@ async def first_item(job: Job) -> First:
         raise
 
 
-def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]) -> StreamingResponse:
-    """The job's items as server-sent events, ``render(item)`` giving each item's events."""
+def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]], *,
+                 encode: Callable[[Json], bytes] = sse, done: bytes = DONE) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events, each written
+    by ``encode`` (``data:`` lines; the Responses route names its events) and ``done`` at the end
+    (``b""`` where llama-server sends no ``[DONE]``). An error event is always a ``data:`` line."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
         try:
             if first.has_item:
                 for data in render(first.item):
-                    yield sse(data)
+                    yield encode(data)
                 async for item in first.rest:
                     for data in render(item):
-                        yield sse(data)
+                        yield encode(data)
             finished = True
-            yield DONE
+            if done:
+                yield done
         except RequestError as exc:   # the server stopped it (shutting down)
             finished = True
             yield sse(error_body(str(exc), *error_kind(exc)))

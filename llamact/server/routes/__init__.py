@@ -2,6 +2,9 @@
 
 * :mod:`.chat` -- ``/v1/chat/completions`` (and ``/chat/completions``)
 * :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
+* :mod:`.responses` -- ``/v1/responses`` (and ``/responses``): OpenAI's Responses API on the chat path
+* :mod:`.input_tokens` -- ``/v1/responses/input_tokens``, ``/v1/chat/completions/input_tokens`` (and
+  the paths without ``/v1``): the rendered prompt's token count
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
 * :mod:`.lora` -- ``GET /lora-adapters``, ``POST /lora-adapters`` (the adapters' scales)
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, disabled, lora, slots, templates
+from . import admin, chat, completions, disabled, input_tokens, lora, responses, slots, templates
 
 __all__ = ["ROUTERS"]
 
@@ -24,6 +27,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     admin.router,
     chat.router,
     completions.router,
+    responses.router,
+    input_tokens.router,
     templates.router,
     slots.router,
     lora.router,

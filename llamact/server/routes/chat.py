@@ -1,9 +1,16 @@
 """``POST /v1/chat/completions``: a chat request on the engine, streamed as llama-server streams it
-(``ChatChunk.to_openai`` events) or answered whole (``ChatCompletion.to_openai``)."""
+(``ChatChunk.to_openai`` events) or answered whole (``ChatCompletion.to_openai``).
+
+    return await answer_chat(request, call, whole, render, lora=lora)     # the chat path, for any wire shape
+
+``answer_chat`` is the chat path itself -- the schema check, the worker, the metrics, the stream or
+the whole reply -- with the wire shape left to the route: this route writes OpenAI's chat shape, the
+Responses route (``.responses``) its own from the same completion and chunks.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -12,27 +19,31 @@ from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_types import system_fingerprint
 from ..lora_control import ensure_scales, request_scales, with_lora
-from ..protocol import exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
-from ..sse import event_stream, first_item, run_to_end
+from ..protocol import ChatCall, exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
+from ..sse import DONE, event_stream, first_item, run_to_end, sse
 from ..state import state_of
 from .body import json_body
 
-__all__ = ["router"]
+__all__ = ["answer_chat", "router"]
 
+Json = Any
 router = APIRouter()
 
 
-@router.post("/v1/chat/completions")
-@router.post("/chat/completions")
-async def chat_completions(request: Request) -> Response:
+async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, Any], Json],
+                      render: Callable[[Any, Any], Iterable[Json]], *, encode: Callable[[Json], bytes] = sse,
+                      done: bytes = DONE, lora: dict[int, float] | None = None) -> Response:
+    """Run ``call`` on the server's worker. Not streamed: ``whole(completion, stream)`` is the JSON
+    answer; streamed: ``render(chunk, stream)`` gives each chunk's events, written by ``encode`` and
+    ended by ``done`` (``sse.event_stream``). Errors before the first event are HTTP errors.
+    ``lora``: the request's adapter scales (its ``lora`` field; none: the server's)."""
     state = state_of(request)
     try:
-        call, lora = await json_body(request, with_lora(read_chat), state.defaults)
         refuse_unenforced_schema(call.request, state.defaults)
     except Exception as exc:
         return exception_response(exc)
     streams: list[Any] = []
-
+    lora = lora or {}
     loras = state.loras
     scales = request_scales(loras, lora)
 
@@ -50,27 +61,42 @@ async def chat_completions(request: Request) -> Response:
             completion = await run_to_end(job, request)
         except BaseException as exc:
             return exception_response(exc)
-        stream = streams[0]
         t = completion.timings
         state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
-        if completion.logprobs:
-            completion = replace(completion, logprobs=without_stop_entries(
-                completion.logprobs, stream.stop_string, state.engine.tokenize))
-        return JSONResponse(completion.to_openai(stream.id, state.model_name, stream.created))
+        return JSONResponse(whole(completion, streams[0]))
 
     try:
         first = await first_item(job)
     except BaseException as exc:
         return exception_response(exc)
-    fingerprint = system_fingerprint()
 
-    def render(chunk: Any) -> Iterable[Any]:
-        stream = streams[0]
-        yield from chunk.to_openai(stream.id, state.model_name, stream.created, fingerprint=fingerprint,
-                                   include_usage=call.include_usage)
+    def events(chunk: Any) -> Iterable[Any]:
+        yield from render(chunk, streams[0])
         if chunk.timings is not None:
             t = chunk.timings
             state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
 
-    return event_stream(job, first, render)
+    return event_stream(job, first, events, encode=encode, done=done)
 
+
+@router.post("/v1/chat/completions")
+@router.post("/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        call, lora = await json_body(request, with_lora(read_chat), state.defaults)
+    except Exception as exc:
+        return exception_response(exc)
+    fingerprint = system_fingerprint()
+
+    def whole(completion: Any, stream: Any) -> Json:
+        if completion.logprobs:
+            completion = replace(completion, logprobs=without_stop_entries(
+                completion.logprobs, stream.stop_string, state.engine.tokenize))
+        return completion.to_openai(stream.id, state.model_name, stream.created)
+
+    def render(chunk: Any, stream: Any) -> Iterable[Json]:
+        return chunk.to_openai(stream.id, state.model_name, stream.created, fingerprint=fingerprint,
+                               include_usage=call.include_usage)
+
+    return await answer_chat(request, call, whole, render, lora=lora)
