@@ -116,6 +116,9 @@ class ChatChunk(NamedTuple):
     # with logprobs: the entry of the token whose text this chunk ends (llama-server puts a token's
     # entry on the last chunk that token made)
     logprobs: tuple[TokenLogprob, ...] = ()
+    # a delta of the final parse (the one that runs when generation ends), not of a token's partial
+    # parse: llama-server's final result carries these, and its Anthropic events open their blocks anew
+    final_parse: bool = False
 
     def delta_json(self) -> Json:
         """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""
