@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -29,7 +29,8 @@ from .worker import Job
 Json = Any
 log = logging.getLogger("llamact.server")
 
-__all__ = ["DISCONNECT_POLL_S", "First", "event_stream", "first_item", "run_to_end", "sse"]
+__all__ = ["DISCONNECT_POLL_S", "OPENAI_FRAMING", "First", "Framing", "event_stream", "first_item", "run_to_end",
+           "sse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
@@ -38,6 +39,19 @@ DONE = b"data: [DONE]\n\n"
 
 def sse(data: Json) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+class Framing(NamedTuple):
+    """How a route's events are written: ``event(item)`` one rendered event, ``error(object)`` the error
+    object (``code``, ``message``, ``type``) that ends a failed stream, ``done`` the last bytes."""
+
+    event: Callable[[Any], bytes]
+    error: Callable[[Json], bytes]
+    done: bytes
+
+
+# llama-server's OpenAI routes: data lines, an {"error": ...} event, then [DONE]
+OPENAI_FRAMING = Framing(sse, lambda error: sse({"error": error}), DONE)
 
 
 async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
@@ -89,29 +103,32 @@ async def first_item(job: Job) -> First:
         raise
 
 
-def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]) -> StreamingResponse:
-    """The job's items as server-sent events, ``render(item)`` giving each item's events."""
+def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]],
+                 framing: Framing = OPENAI_FRAMING) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events (written by
+    ``framing``: llama-server's OpenAI framing unless a route has its own)."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
         try:
             if first.has_item:
                 for data in render(first.item):
-                    yield sse(data)
+                    yield framing.event(data)
                 async for item in first.rest:
                     for data in render(item):
-                        yield sse(data)
+                        yield framing.event(data)
             finished = True
-            yield DONE
+            if framing.done:
+                yield framing.done
         except RequestError as exc:   # the server stopped it (shutting down)
             finished = True
-            yield sse(error_body(str(exc), *error_kind(exc)))
+            yield framing.error(error_body(str(exc), *error_kind(exc))["error"])
         except Exception as exc:   # after the first event: the stream ends with an error event
             finished = True
             if not isinstance(exc, LlamaException):
                 log.exception("a stream failed", exc_info=exc)
-            yield sse(error_body(str(exc) if isinstance(exc, LlamaException) else f"{type(exc).__name__}: {exc}",
-                                 "server_error", 500))
+            yield framing.error(error_body(str(exc) if isinstance(exc, LlamaException) else
+                                           f"{type(exc).__name__}: {exc}", "server_error", 500)["error"])
         finally:
             if not finished:   # the client went away: free the slot
                 job.cancel()
