@@ -42,6 +42,7 @@ from ..grammar.builder import json_schema_to_grammar
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
+from .message_checks import check_messages
 
 Json = Any
 log = logging.getLogger("llamact.server")
@@ -357,6 +358,7 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
         raise RequestError("'messages' is required")
     if not isinstance(body["messages"], list):
         raise RequestError("Expected 'messages' to be an array")
+    check_messages(body["messages"])
     stream = _stream(body)
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,
