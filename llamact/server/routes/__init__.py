@@ -2,6 +2,7 @@
 
 * :mod:`.chat` -- ``/v1/chat/completions`` (and ``/chat/completions``)
 * :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
+* :mod:`.messages` -- ``/v1/messages`` and ``/v1/messages/count_tokens``: Anthropic's Messages API
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, templates
+from . import admin, chat, completions, messages, templates
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, templates.router)
+ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, messages.router,
+                                  templates.router)
