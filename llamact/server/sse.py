@@ -2,13 +2,16 @@
 
     first = await first_item(job)                          # errors raised here become HTTP errors
     return event_stream(job, first, render)                # data: {...} events, then data: [DONE]
+    return event_stream(job, first, render, ANTHROPIC_FRAMING)   # a route's own framing (server.anthropic_stream)
     result = await run_to_end(job, request, on_item)       # a reply not streamed
 
 What enters: a ``Job`` (``server.worker``) and, for a stream, a ``render(item)`` that gives the JSON
 events of one item. What leaves: llama-server's event stream -- ``data: <json>`` per event, ``data:
 [DONE]`` at the end, or an error event (``{"error": ...}``, ``server_error``) when the stream fails
-after its first event. A client that goes away cancels its job (streamed: when the response is
-dropped; not streamed: noticed within ``DISCONNECT_POLL_S``), which frees its slot.
+after its first event (``OPENAI_FRAMING``; a route with another framing passes its ``Framing``: the
+Anthropic route writes ``event:`` lines and no ``[DONE]``). A client that goes away cancels its job
+(streamed: when the response is dropped; not streamed: noticed within ``DISCONNECT_POLL_S``), which
+frees its slot.
 """
 
 from __future__ import annotations
