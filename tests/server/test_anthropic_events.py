@@ -55,3 +55,14 @@ def test_final_parse_deltas_open_their_blocks_again() -> None:
 def test_events_are_written_with_event_lines() -> None:
     assert anthropic_sse(("message_stop", {"type": "message_stop"})) == \
         b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
+
+def test_a_failed_stream_ends_with_an_error_event_holding_the_bare_error_object() -> None:
+    """server-context.cpp's format_error for this route: ``event: error``, its data the error object
+    itself (not wrapped in ``{"error": ...}`` as on the OpenAI routes), and no [DONE]."""
+    from llamact.server.anthropic_stream import ANTHROPIC_FRAMING
+
+    error = {"code": 500, "message": "boom", "type": "server_error"}
+    assert ANTHROPIC_FRAMING.error(error) == \
+        b'event: error\ndata: {"code":500,"message":"boom","type":"server_error"}\n\n'
+    assert ANTHROPIC_FRAMING.done == b""
