@@ -35,8 +35,9 @@ def completion_id() -> str:
     return "chatcmpl-" + gen_tool_call_id()
 
 
-def _chunk(delta: ChatDelta) -> ChatChunk:
-    return ChatChunk(content=delta.content or None, thinking=delta.thinking or None, tool_calls=delta.tool_calls)
+def _chunk(delta: ChatDelta, final_parse: bool = False) -> ChatChunk:
+    return ChatChunk(content=delta.content or None, thinking=delta.thinking or None, tool_calls=delta.tool_calls,
+                     final_parse=final_parse)
 
 
 class ChatStream:
@@ -112,6 +113,16 @@ class ChatStream:
         return self._parser.text
 
     @property
+    def n_prompt(self) -> int:
+        """The prompt's length in tokens."""
+        return self._n_prompt
+
+    @property
+    def n_cached(self) -> int:
+        """The prompt tokens reused from the KV cache (a batch slot's once it has joined)."""
+        return int(getattr(self._generation, "n_cached", 0) or self._n_cached)
+
+    @property
     def finish_reason(self) -> str | None:
         return self._parser.finish_reason
 
@@ -160,7 +171,7 @@ class ChatStream:
             self.tokens.append(piece.end_token)
         if piece.text:
             out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
-        out.extend(_chunk(delta)._replace(final=True) for delta in self._parser.finish(piece.stop_reason.value))
+        out.extend(_chunk(delta, True) for delta in self._parser.finish(piece.stop_reason.value))
         self.usage, self.timings = self._accounting(piece.timings, piece.end_token is not None)
         self.ended = True
         out.append(ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings))

@@ -116,9 +116,10 @@ class ChatChunk(NamedTuple):
     # with logprobs: the entry of the token whose text this chunk ends (llama-server puts a token's
     # entry on the last chunk that token made)
     logprobs: tuple[TokenLogprob, ...] = ()
-    # the delta came from the final parse, after the last token (llama-server's final result: the
-    # chat stream sends it as more deltas, the Responses stream only in its ``*.done`` events)
-    final: bool = False
+    # a delta of the final parse (the one that runs when generation ends), not of a token's partial
+    # parse: llama-server's final result carries these; the chat stream sends them as more deltas,
+    # the Responses stream only in its ``*.done`` events, the Anthropic events open their blocks anew
+    final_parse: bool = False
 
     def delta_json(self) -> Json:
         """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""

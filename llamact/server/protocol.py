@@ -43,6 +43,7 @@ from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
 from .fields import Vocabulary, read_bool, read_number, sampling_fields
+from .message_checks import check_messages
 
 Json = Any
 log = logging.getLogger("llamact.server")
@@ -281,28 +282,6 @@ def _check_grammar(text: str, field: str = "grammar") -> str:
     return text
 
 
-_MEDIA_PARTS = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
-
-
-def _check_content_parts(messages: list[Json]) -> None:
-    """llama-server's pass over the content parts before the messages are read: a part is text or media
-    (media needs a projector: none is loaded); any other type -- a ``media_marker`` part too, which
-    only the server itself makes from a media part -- is refused. (Its media refusal is a 500, a
-    request error here, with its text.)"""
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue   # a string, null, or what the messages reader refuses with its own message
-        for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
-            kind = kind if isinstance(kind, str) else ""
-            if kind in _MEDIA_PARTS:
-                raise RequestError(f"{_MEDIA_PARTS[kind]} input is not supported - hint: if this is unexpected, "
-                                   "you may need to provide the mmproj")
-            if kind != "text":
-                raise RequestError("unsupported content[].type")
-
-
 def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     """A ``/v1/chat/completions`` (or ``/apply-template``) body."""
     if not isinstance(body, dict):
@@ -311,7 +290,7 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
         raise RequestError("'messages' is required")
     if not isinstance(body["messages"], list):
         raise RequestError("Expected 'messages' to be an array")
-    _check_content_parts(body["messages"])
+    check_messages(body["messages"])
     stream = _stream(body)
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,

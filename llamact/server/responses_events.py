@@ -110,7 +110,7 @@ class ResponseEvents:
             return [self._status("response.created"), self._status("response.in_progress")]
         if chunk.finish_reason is not None:
             return self._done(chunk, message)
-        if chunk.final:   # the final parse's deltas: upstream's final result does not stream them
+        if chunk.final_parse:   # the final parse's deltas: upstream's final result does not stream them
             return []
         out: list[Json] = []
         if chunk.thinking:

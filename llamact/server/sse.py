@@ -2,13 +2,16 @@
 
     first = await first_item(job)                          # errors raised here become HTTP errors
     return event_stream(job, first, render)                # data: {...} events, then data: [DONE]
+    return event_stream(job, first, render, ANTHROPIC_FRAMING)   # a route's own framing (server.anthropic_stream)
     result = await run_to_end(job, request, on_item)       # a reply not streamed
 
 What enters: a ``Job`` (``server.worker``) and, for a stream, a ``render(item)`` that gives the JSON
 events of one item. What leaves: llama-server's event stream -- ``data: <json>`` per event, ``data:
 [DONE]`` at the end, or an error event (``{"error": ...}``, ``server_error``) when the stream fails
-after its first event. A client that goes away cancels its job (streamed: when the response is
-dropped; not streamed: noticed within ``DISCONNECT_POLL_S``), which frees its slot.
+after its first event (``OPENAI_FRAMING``; a route with another framing passes its ``Framing``: the
+Anthropic route writes ``event:`` lines and no ``[DONE]``). A client that goes away cancels its job
+(streamed: when the response is dropped; not streamed: noticed within ``DISCONNECT_POLL_S``), which
+frees its slot.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -29,7 +32,8 @@ from .worker import Job
 Json = Any
 log = logging.getLogger("llamact.server")
 
-__all__ = ["DISCONNECT_POLL_S", "First", "event_stream", "first_item", "named_sse", "run_to_end", "sse"]
+__all__ = ["DISCONNECT_POLL_S", "OPENAI_FRAMING", "RESPONSES_FRAMING", "First", "Framing", "event_stream",
+           "first_item", "named_sse", "run_to_end", "sse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
@@ -40,9 +44,24 @@ def sse(data: Json) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
 
 
+class Framing(NamedTuple):
+    """How a route's events are written: ``event(item)`` one rendered event, ``error(object)`` the error
+    object (``code``, ``message``, ``type``) that ends a failed stream, ``done`` the last bytes."""
+
+    event: Callable[[Any], bytes]
+    error: Callable[[Json], bytes]
+    done: bytes
+
+
 def named_sse(event: Json) -> bytes:
     """``{"event": NAME, "data": ...}`` as llama-server writes a named event (format_oai_resp_sse)."""
     return f"event: {event['event']}\n".encode() + sse(event["data"])
+
+
+# llama-server's OpenAI routes: data lines, an {"error": ...} event, then [DONE]
+OPENAI_FRAMING = Framing(sse, lambda error: sse({"error": error}), DONE)
+# its Responses stream: named events, the error as a data line, and no [DONE]
+RESPONSES_FRAMING = Framing(named_sse, lambda error: sse({"error": error}), b"")
 
 
 async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
@@ -94,33 +113,32 @@ async def first_item(job: Job) -> First:
         raise
 
 
-def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]], *,
-                 encode: Callable[[Json], bytes] = sse, done: bytes = DONE) -> StreamingResponse:
-    """The job's items as server-sent events, ``render(item)`` giving each item's events, each written
-    by ``encode`` (``data:`` lines; the Responses route names its events) and ``done`` at the end
-    (``b""`` where llama-server sends no ``[DONE]``). An error event is always a ``data:`` line."""
+def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]],
+                 framing: Framing = OPENAI_FRAMING) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events (written by
+    ``framing``: llama-server's OpenAI framing unless a route has its own)."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
         try:
             if first.has_item:
                 for data in render(first.item):
-                    yield encode(data)
+                    yield framing.event(data)
                 async for item in first.rest:
                     for data in render(item):
-                        yield encode(data)
+                        yield framing.event(data)
             finished = True
-            if done:
-                yield done
+            if framing.done:
+                yield framing.done
         except RequestError as exc:   # the server stopped it (shutting down)
             finished = True
-            yield sse(error_body(str(exc), *error_kind(exc)))
+            yield framing.error(error_body(str(exc), *error_kind(exc))["error"])
         except Exception as exc:   # after the first event: the stream ends with an error event
             finished = True
             if not isinstance(exc, LlamaException):
                 log.exception("a stream failed", exc_info=exc)
-            yield sse(error_body(str(exc) if isinstance(exc, LlamaException) else f"{type(exc).__name__}: {exc}",
-                                 "server_error", 500))
+            yield framing.error(error_body(str(exc) if isinstance(exc, LlamaException) else
+                                           f"{type(exc).__name__}: {exc}", "server_error", 500)["error"])
         finally:
             if not finished:   # the client went away: free the slot
                 job.cancel()

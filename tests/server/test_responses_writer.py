@@ -16,8 +16,8 @@ def test_final_parse_deltas_show_only_in_the_done_events() -> None:
     message = ChatMessage(role="assistant", content="Hi there", tool_calls=[ToolCall("f", '{"a": 1}', "X")])
     chunks = [ChatChunk(role="assistant"), ChatChunk(content="Hi"),
               ChatChunk(tool_calls=(ToolCallDelta(0, "X", "f", '{"a"'),)),
-              ChatChunk(content=" there", final=True), ChatChunk(tool_calls=(ToolCallDelta(0, None, None, ': 1}'),),
-                                                                 final=True),
+              ChatChunk(content=" there", final_parse=True),
+              ChatChunk(tool_calls=(ToolCallDelta(0, None, None, ': 1}'),), final_parse=True),
               ChatChunk(finish_reason="tool_calls", usage=Usage(5, 3))]
     out = [e for chunk in chunks for e in events.of(chunk, message)]
     names = [e["event"] for e in out]

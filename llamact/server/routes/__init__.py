@@ -5,6 +5,7 @@
 * :mod:`.responses` -- ``/v1/responses`` (and ``/responses``): OpenAI's Responses API on the chat path
 * :mod:`.input_tokens` -- ``/v1/responses/input_tokens``, ``/v1/chat/completions/input_tokens`` (and
   the paths without ``/v1``): the rendered prompt's token count
+* :mod:`.messages` -- ``/v1/messages`` and ``/v1/messages/count_tokens``: Anthropic's Messages API
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
 * :mod:`.lora` -- ``GET /lora-adapters``, ``POST /lora-adapters`` (the adapters' scales)
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, disabled, input_tokens, lora, responses, slots, templates
+from . import admin, chat, completions, disabled, input_tokens, lora, messages, responses, slots, templates
 
 __all__ = ["ROUTERS"]
 
@@ -29,6 +30,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     completions.router,
     responses.router,
     input_tokens.router,
+    messages.router,
     templates.router,
     slots.router,
     lora.router,

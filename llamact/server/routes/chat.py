@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from ...engine.chat_types import system_fingerprint
 from ..lora_control import ensure_scales, request_scales, with_lora
 from ..protocol import ChatCall, exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
-from ..sse import DONE, event_stream, first_item, run_to_end, sse
+from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
 from ..state import state_of
 from .body import json_body
 
@@ -31,11 +31,11 @@ router = APIRouter()
 
 
 async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, Any], Json],
-                      render: Callable[[Any, Any], Iterable[Json]], *, encode: Callable[[Json], bytes] = sse,
-                      done: bytes = DONE, lora: dict[int, float] | None = None) -> Response:
+                      render: Callable[[Any, Any], Iterable[Json]], *, framing: Framing = OPENAI_FRAMING,
+                      lora: dict[int, float] | None = None) -> Response:
     """Run ``call`` on the server's worker. Not streamed: ``whole(completion, stream)`` is the JSON
-    answer; streamed: ``render(chunk, stream)`` gives each chunk's events, written by ``encode`` and
-    ended by ``done`` (``sse.event_stream``). Errors before the first event are HTTP errors.
+    answer; streamed: ``render(chunk, stream)`` gives each chunk's events, written as ``framing``
+    says (``sse.event_stream``). Errors before the first event are HTTP errors.
     ``lora``: the request's adapter scales (its ``lora`` field; none: the server's)."""
     state = state_of(request)
     try:
@@ -76,7 +76,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
             t = chunk.timings
             state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
 
-    return event_stream(job, first, events, encode=encode, done=done)
+    return event_stream(job, first, events, framing)
 
 
 @router.post("/v1/chat/completions")

@@ -14,7 +14,7 @@ from ..lora_control import with_lora
 from ..protocol import exception_response
 from ..responses_api import read_responses
 from ..responses_events import ResponseEvents, ResponseIds, response_json
-from ..sse import named_sse
+from ..sse import RESPONSES_FRAMING
 from ..state import state_of
 from .body import json_body
 from .chat import answer_chat
@@ -42,5 +42,5 @@ async def responses(request: Request) -> Response:
     def render(chunk: Any, stream: Any) -> Iterable[Json]:
         return events.of(chunk, stream.message)
 
-    # llama-server ends a Responses stream with its last event: no [DONE]
-    return await answer_chat(request, call, whole, render, encode=named_sse, done=b"", lora=lora)
+    # llama-server's named events, ending with the last one: no [DONE]
+    return await answer_chat(request, call, whole, render, framing=RESPONSES_FRAMING, lora=lora)

@@ -1,0 +1,64 @@
+"""``POST /v1/messages`` (Anthropic's Messages API) and ``POST /v1/messages/count_tokens``, as
+llama-server answers them: the body becomes a chat request (``server.anthropic_api``), runs on the
+chat path, and is answered as a ``message`` or streamed as Anthropic's events
+(``server.anthropic_stream``). Errors keep llama-server's OpenAI shape, as it does on these routes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..anthropic_api import message_json, read_messages
+from ..anthropic_stream import ANTHROPIC_FRAMING, AnthropicEvents
+from ..lora_control import with_lora
+from ..protocol import exception_response
+from ..state import state_of
+from .body import json_body
+from .chat import answer_chat
+
+__all__ = ["router"]
+
+Json = Any
+
+router = APIRouter()
+
+
+@router.post("/v1/messages")
+async def messages(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        call, lora = await json_body(request, with_lora(read_messages), state.defaults)
+    except Exception as exc:
+        return exception_response(exc)
+    renderer: list[AnthropicEvents] = []
+
+    def whole(completion: Any, stream: Any) -> Json:
+        return message_json(completion, stream.id, state.model_name, stream.stop_string)
+
+    def render(chunk: Any, stream: Any) -> Iterable[Json]:
+        if not renderer:
+            renderer.append(AnthropicEvents(stream, state.model_name))
+        return renderer[0].render(chunk)
+
+    return await answer_chat(request, call, whole, render, framing=ANTHROPIC_FRAMING, lora=lora)
+
+
+def _count(engine: Any, call: Any) -> int:
+    """llama-server's count: the rendered prompt tokenized with special tokens added and parsed."""
+    prompt = engine.chat_template(call.request).prompt
+    return len(engine.tokenize(prompt, add_special=True, parse_special=True))
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        call = await json_body(request, read_messages, state.defaults)
+        n_tokens = await asyncio.to_thread(_count, state.engine, call)
+    except Exception as exc:
+        return exception_response(exc)
+    return JSONResponse({"input_tokens": n_tokens})
