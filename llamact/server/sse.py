@@ -89,11 +89,19 @@ async def first_item(job: Job) -> First:
         raise
 
 
-def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]) -> StreamingResponse:
-    """The job's items as server-sent events, ``render(item)`` giving each item's events."""
+Render = Callable[[Any], Iterable[Json]]
+
+
+def event_stream(job: Job, first: First, render: Render, *, more: Iterable[Callable[[], tuple[Job, Render]]] = (),
+                 between: Iterable[Json] = (), done: bool = True) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events. ``more``:
+    the next jobs of the request (several prompts), each started when the one before has ended, its
+    events after ``between``'s; ``done``: end with ``data: [DONE]`` (llama-server's native routes
+    do not)."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
+        current = job
         try:
             if first.has_item:
                 for data in render(first.item):
@@ -101,9 +109,24 @@ def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]
                 async for item in first.rest:
                     for data in render(item):
                         yield sse(data)
+            for start_next in more:
+                current, render_next = start_next()
+                items = aiter(current)
+                try:   # a prompt refused before its first item has no `between` events (upstream's order)
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    continue
+                for data in between:
+                    yield sse(data)
+                for data in render_next(item):
+                    yield sse(data)
+                async for item in items:
+                    for data in render_next(item):
+                        yield sse(data)
             finished = True
-            yield DONE
-        except RequestError as exc:   # the server stopped it (shutting down)
+            if done:
+                yield DONE
+        except RequestError as exc:   # the server stopped it (shutting down), or a later prompt is refused
             finished = True
             yield sse(error_body(str(exc), *error_kind(exc)))
         except Exception as exc:   # after the first event: the stream ends with an error event
@@ -114,6 +137,6 @@ def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]
                                  "server_error", 500))
         finally:
             if not finished:   # the client went away: free the slot
-                job.cancel()
+                current.cancel()
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

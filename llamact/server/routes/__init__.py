@@ -1,7 +1,9 @@
 """The server's routes, one module per family; each route only translates between HTTP and the engine.
 
 * :mod:`.chat` -- ``/v1/chat/completions`` (and ``/chat/completions``)
-* :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
+* :mod:`.completions` -- ``/v1/completions``: raw prompts in OpenAI's shape
+* :mod:`.native` -- ``/completion``, ``/completions``, ``/infill``: raw prompts in llama-server's own shape
+  (:mod:`.raw_run` runs the prompts of both)
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
 
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, templates
+from . import admin, chat, completions, native, templates
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, templates.router)
+ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, native.router, templates.router)
