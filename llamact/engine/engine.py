@@ -276,6 +276,16 @@ class LlamaEngine:
         """The end-of-sequence token's text ("" when the model has none)."""
         return self._token_text(self.model.vocab.eos)
 
+    def fim_token(self, kind: str) -> int | None:
+        """The model's fill-in-the-middle token of ``kind`` (pre, suf, mid, pad, rep, sep), None if it has none."""
+        return self.model.vocab.fim(kind)
+
+    @property
+    def bos_id(self) -> int | None:
+        """The beginning-of-sequence token when the model adds one to a prompt (None otherwise)."""
+        vocab = self.model.vocab
+        return vocab.bos if vocab.add_bos else None
+
     def _token_text(self, token: int | None) -> str:
         return "" if token is None else self.token_piece(token).decode("utf-8", errors="replace")
 

@@ -437,6 +437,12 @@ class Vocab:
     def eot(self) -> int | None:
         return self._special("llama_vocab_eot")
 
+    def fim(self, kind: str) -> int | None:
+        """A fill-in-the-middle token: ``kind`` one of pre, suf, mid, pad, rep, sep (None: the model has none)."""
+        if kind not in ("pre", "suf", "mid", "pad", "rep", "sep"):
+            raise ValueError(f"no FIM token kind {kind!r}")
+        return self._special(f"llama_vocab_fim_{kind}")
+
     @property
     def add_bos(self) -> bool:
         return bool(self._call("llama_vocab_get_add_bos"))

@@ -2,7 +2,8 @@
 
     create_app(settings) -> FastAPI        the model loads in the background; /health answers 503 until then
 
-Routes and shapes follow tools/server at the pin (``server.routes``: chat, raw completions, templates
+Routes and shapes follow tools/server at the pin (``server.routes``: chat, raw completions in OpenAI's
+shape and llama-server's own (``/completion``, ``/infill``), templates
 and tokens, health / models / props / metrics and the page); bodies are read and answers written by
 ``server.protocol`` and ``server.sse``, errors in OpenAI's shape (``{"error": {"code", "message",
 "type"}}``) as ``format_error_response`` makes them. Generation runs on the engine (one request at a

@@ -24,7 +24,7 @@ from ..engine import LlamaEngine
 from ..engine.batched import BatchScheduler
 from .protocol import RequestError
 
-__all__ = ["ensure_scales", "parse_lora_request", "request_scales", "with_lora"]
+__all__ = ["ensure_scales", "parse_lora_field", "parse_lora_request", "request_scales", "with_lora"]
 
 LORA_SHAPE = "Field 'lora': Error: 'lora' must be an array of objects with 'id' and 'scale' fields"
 
@@ -42,15 +42,20 @@ def parse_lora_request(body: Sequence[Any]) -> dict[int, float]:
     return out
 
 
+def parse_lora_field(body: Any) -> dict[int, float]:
+    """A body's ``lora`` field (empty: none given)."""
+    if not isinstance(body, dict) or "lora" not in body:
+        return {}
+    if not isinstance(body["lora"], list):
+        raise RequestError(LORA_SHAPE)
+    return parse_lora_request(body["lora"])
+
+
 def with_lora(read: Callable[..., Any]) -> Callable[..., tuple[Any, dict[int, float]]]:
     """A body reader that also returns the body's ``lora`` field (empty: none given)."""
     def reader(body: Any, *args: Any) -> tuple[Any, dict[int, float]]:
         call = read(body, *args)
-        if not isinstance(body, dict) or "lora" not in body:
-            return call, {}
-        if not isinstance(body["lora"], list):
-            raise RequestError(LORA_SHAPE)
-        return call, parse_lora_request(body["lora"])
+        return call, parse_lora_field(body)
     return reader
 
 

@@ -11,12 +11,12 @@ from ..engine import GenerationParams, LlamaEngine
 from ..engine.chat_types import system_fingerprint
 from ..engine.sampling import SAMPLER_NAMES
 
-__all__ = ["props_body"]
+__all__ = ["default_params", "f32", "props_body"]
 
 _RANDOM_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
 
 
-def _f32(value: float) -> float:
+def f32(value: float) -> float:
     """A float as llama-server prints it: its float32 value, widened (0.95 -> 0.949999988079071)."""
     return float(np.float32(value))
 
@@ -26,30 +26,30 @@ def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
     parser fields are a fresh task's (a request fills them from its template)."""
     return {
         "seed": _RANDOM_SEED if p.seed is None else p.seed,
-        "temperature": _f32(p.temperature),
-        "dynatemp_range": _f32(p.dynatemp_range),
-        "dynatemp_exponent": _f32(p.dynatemp_exponent),
+        "temperature": f32(p.temperature),
+        "dynatemp_range": f32(p.dynatemp_range),
+        "dynatemp_exponent": f32(p.dynatemp_exponent),
         "top_k": p.top_k,
-        "top_p": _f32(p.top_p),
-        "min_p": _f32(p.min_p),
-        "top_n_sigma": _f32(p.top_n_sigma),
-        "xtc_probability": _f32(p.xtc_probability),
-        "xtc_threshold": _f32(p.xtc_threshold),
-        "typical_p": _f32(p.typical_p),
+        "top_p": f32(p.top_p),
+        "min_p": f32(p.min_p),
+        "top_n_sigma": f32(p.top_n_sigma),
+        "xtc_probability": f32(p.xtc_probability),
+        "xtc_threshold": f32(p.xtc_threshold),
+        "typical_p": f32(p.typical_p),
         "repeat_last_n": p.repeat_last_n,
-        "repeat_penalty": _f32(p.repeat_penalty),
-        "presence_penalty": _f32(p.presence_penalty),
-        "frequency_penalty": _f32(p.frequency_penalty),
-        "dry_multiplier": _f32(p.dry_multiplier),
-        "dry_base": _f32(p.dry_base),
+        "repeat_penalty": f32(p.repeat_penalty),
+        "presence_penalty": f32(p.presence_penalty),
+        "frequency_penalty": f32(p.frequency_penalty),
+        "dry_multiplier": f32(p.dry_multiplier),
+        "dry_base": f32(p.dry_base),
         "dry_allowed_length": p.dry_allowed_length,
         "dry_penalty_last_n": p.dry_penalty_last_n,
         "mirostat": p.mirostat,
-        "mirostat_tau": _f32(p.mirostat_tau),
-        "mirostat_eta": _f32(p.mirostat_eta),
+        "mirostat_tau": f32(p.mirostat_tau),
+        "mirostat_eta": f32(p.mirostat_eta),
         # upstream's adaptive-p sampler, which llamact does not have: its "off" values
-        "adaptive_target": _f32(-1.0),
-        "adaptive_decay": _f32(0.9),
+        "adaptive_target": f32(-1.0),
+        "adaptive_decay": f32(0.9),
         "max_tokens": n_predict,
         "n_predict": n_predict,
         "n_keep": 0,

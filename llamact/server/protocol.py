@@ -1,7 +1,7 @@
 """The server's wire format: HTTP bodies read into requests, results written as llama-server's JSON.
 
     read_chat(body, defaults) -> ChatCall              a ChatRequest, its GenerationParams, stream flags
-    read_completion(body, defaults) -> CompletionCall  a raw prompt, its GenerationParams
+    (raw completion bodies: ``server.completion_body``; their answers: ``oai_completion``, ``native_completion``)
     error_body(message, kind, code) / exception_response(exc)     llama-server's error shape
 
 What enters: the decoded JSON body and the server's defaults (``ServerSettings``), read as llama-server
@@ -10,7 +10,7 @@ for the sampling fields). The chat fields are one table of (body field -> ``Chat
 reader); the request's own checks (tools with a grammar, json_schema with a grammar, the
 ``enable_thinking`` kwarg, ``reasoning_effort: "none"``, ...) run once, in ``ChatRequest``.
 
-What leaves: ``ChatCall`` / ``CompletionCall``; responses in OpenAI's shape. Errors: a field the server
+What leaves: ``ChatCall``; responses in OpenAI's shape. Errors: a field the server
 refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's message where upstream has
 one); ``exception_response`` answers as llama-server does (``error_kind``): a request error or an
 unsupported request 400 ``invalid_request_error``, a prompt that does not fit 400
@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -38,7 +38,6 @@ from ..errors import (
     LlamaRequestException,
     LlamaUnsupportedException,
 )
-from ..grammar.builder import json_schema_to_grammar
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
@@ -48,8 +47,9 @@ from .message_checks import check_messages
 Json = Any
 log = logging.getLogger("llamact.server")
 
-__all__ = ["ChatCall", "CompletionCall", "RequestDefaults", "RequestError", "error_body", "error_response",
-           "exception_response", "generation_params", "read_chat", "read_completion", "refuse_unenforced_schema"]
+__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "RequestError", "check_grammar", "error_body",
+           "error_response", "exception_response", "generation_params", "read_chat", "refuse_unenforced_schema",
+           "released_entry", "without_stop_entries"]
 
 
 class RequestError(LlamaRequestException):
@@ -89,16 +89,6 @@ class ChatCall:
     params: GenerationParams
     stream: bool
     include_usage: bool
-
-
-@dataclass(frozen=True)
-class CompletionCall:
-    """A raw completion body. Its usage rides on the last event whatever ``stream_options`` says
-    (llama-server's ``to_json_oaicompat``)."""
-
-    prompt: str | list[int]
-    params: GenerationParams
-    stream: bool
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -269,7 +259,7 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
     return {}
 
 
-def _check_grammar(text: str, field: str = "grammar") -> str:
+def check_grammar(text: str, field: str = "grammar") -> str:
     """A grammar from a request, checked before any generation: llama-server answers one that does not
     parse with 400 ("Failed to parse grammar"); llamact's front end says where, and refuses one over
     the server's grammar limits (``grammar.limits``) with the limit's name."""
@@ -304,7 +294,7 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
     if options.get("grammar"):
-        _check_grammar(options["grammar"])
+        check_grammar(options["grammar"])
     options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     params = generation_params(body, defaults)
     return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
@@ -315,43 +305,6 @@ def refuse_unenforced_schema(request: ChatRequest, defaults: RequestDefaults) ->
     refused (400) unless the server was started lenient."""
     if not defaults.lenient_schemas:
         refuse_unenforced(request.inputs.json_schema, LENIENT_REMEDY)
-
-
-def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
-    """A ``/v1/completions`` body."""
-    if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        pass
-    elif not isinstance(prompt, str) or not prompt:
-        raise RequestError("'prompt' must be a non-empty string or a list of token ids")
-    stream = _stream(body)
-    grammar = _raw_grammar(body, defaults)
-    return CompletionCall(prompt, replace(generation_params(body, defaults), grammar=grammar), stream)
-
-
-def _raw_grammar(body: Json, defaults: RequestDefaults) -> str | None:
-    """A raw completion's constraint as llama-server reads it: ``json_schema`` (converted; an empty
-    object means any object) unless ``grammar`` is given, else the ``grammar`` string."""
-    if "json_schema" in body and "grammar" not in body:
-        schema = body["json_schema"]
-        if isinstance(schema, dict) and not schema:
-            schema = {"type": "object"}
-        try:
-            if not defaults.lenient_schemas:
-                refuse_unenforced(schema, LENIENT_REMEDY)
-            return json_schema_to_grammar(schema)
-        except LlamaException as exc:
-            raise RequestError(f'"json_schema": {exc}') from None
-    grammar = body.get("grammar")
-    if grammar is None:
-        return None
-    if not isinstance(grammar, str):
-        raise RequestError("'grammar' must be a string")
-    return _check_grammar(grammar) if grammar else None
 
 
 # -- responses --------------------------------------------------------------------------------------
@@ -374,50 +327,3 @@ def released_entry(chunk: Any) -> Json:
     entry = chunk.logprob.to_openai()
     entry["token"], entry["bytes"] = chunk.text, list(chunk.text.encode("utf-8"))
     return entry
-
-
-def completion_usage(last: Any) -> Json:
-    """A raw completion's usage from its final chunk (llama-server counts the end token as decoded)."""
-    t = last.timings
-    n_decoded = t.n_generated + int(last.end_token is not None)
-    n_prompt = t.n_prompt + t.n_cached
-    return {"completion_tokens": n_decoded, "prompt_tokens": n_prompt, "total_tokens": n_decoded + n_prompt,
-            "prompt_tokens_details": {"cached_tokens": t.n_cached}}
-
-
-class CompletionBody:
-    """The JSON objects of one raw completion: ``choice(text, finish, entries)`` with the id, model and
-    fingerprint every object repeats."""
-
-    def __init__(self, completion_id: str, created: int, model: str, fingerprint: str) -> None:
-        self.base = {"created": created, "model": model, "system_fingerprint": fingerprint,
-                     "object": "text_completion", "id": completion_id}
-
-    def choice(self, text: str, finish: str | None, entries: list[Any] | None = None) -> Json:
-        logprobs = {"content": entries} if entries else None
-        return {"choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}], **self.base}
-
-    def whole(self, chunks: list[Any], tokenize: Callable[..., list[int]]) -> Json:
-        """The answer not streamed, from all the chunks of the generation."""
-        last = chunks[-1]
-        entries = without_stop_entries(
-            [released_entry(c) for c in chunks if c.logprob is not None and not c.incomplete], last.stop_string,
-            tokenize)
-        body = self.choice("".join(c.text for c in chunks), last.finish_reason, entries)
-        body["usage"] = completion_usage(last)
-        return body
-
-    def events(self, chunk: Any) -> list[Json]:
-        """llama-server's events for one chunk: one per token (its text may be "" while a stop string may
-        be starting; none for a token that ends inside a UTF-8 character), one for the end token, then
-        the finish reason with the usage."""
-        entry = [released_entry(chunk)] if chunk.logprob is not None else None
-        if chunk.stop_reason is None:
-            return [] if chunk.incomplete else [self.choice(chunk.text, None, entry)]
-        out = []
-        if chunk.end_token is not None or chunk.text:
-            out.append(self.choice(chunk.text, None, entry))   # the final chunk's entry is the end token's
-        final = self.choice("", chunk.finish_reason)
-        final["usage"] = completion_usage(chunk)
-        out.append(final)
-        return out

@@ -32,8 +32,8 @@ from .worker import Job
 Json = Any
 log = logging.getLogger("llamact.server")
 
-__all__ = ["DISCONNECT_POLL_S", "OPENAI_FRAMING", "RESPONSES_FRAMING", "First", "Framing", "event_stream",
-           "first_item", "named_sse", "run_to_end", "sse"]
+__all__ = ["DISCONNECT_POLL_S", "NATIVE_FRAMING", "OPENAI_FRAMING", "RESPONSES_FRAMING", "First", "Framing",
+           "event_stream", "first_item", "named_sse", "run_to_end", "sse"]
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DISCONNECT_POLL_S = 0.25   # how often a non-streamed request checks that its client is still there
@@ -62,6 +62,8 @@ def named_sse(event: Json) -> bytes:
 OPENAI_FRAMING = Framing(sse, lambda error: sse({"error": error}), DONE)
 # its Responses stream: named events, the error as a data line, and no [DONE]
 RESPONSES_FRAMING = Framing(named_sse, lambda error: sse({"error": error}), b"")
+# its own completion routes (/completion, /infill): data lines, and no [DONE]
+NATIVE_FRAMING = Framing(sse, lambda error: sse({"error": error}), b"")
 
 
 async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
@@ -113,13 +115,20 @@ async def first_item(job: Job) -> First:
         raise
 
 
-def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]],
-                 framing: Framing = OPENAI_FRAMING) -> StreamingResponse:
-    """The job's items as server-sent events, ``render(item)`` giving each item's events (written by
-    ``framing``: llama-server's OpenAI framing unless a route has its own)."""
+Render = Callable[[Any], Iterable[Json]]
+
+
+def event_stream(job: Job, first: First, render: Render, framing: Framing = OPENAI_FRAMING, *,
+                 more: Iterable[Callable[[], tuple[Job, Render]]] = (),
+                 between: Iterable[Json] = ()) -> StreamingResponse:
+    """The job's items as server-sent events, ``render(item)`` giving each item's events, written by
+    ``framing`` (llama-server's OpenAI framing unless a route has its own). ``more``: the next jobs of
+    the request (several prompts), each started when the one before has ended, its events after
+    ``between``'s."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
+        current = job
         try:
             if first.has_item:
                 for data in render(first.item):
@@ -127,10 +136,24 @@ def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]
                 async for item in first.rest:
                     for data in render(item):
                         yield framing.event(data)
+            for start_next in more:
+                current, render_next = start_next()
+                items = aiter(current)
+                try:   # a prompt refused before its first item has no `between` events (upstream's order)
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    continue
+                for data in between:
+                    yield framing.event(data)
+                for data in render_next(item):
+                    yield framing.event(data)
+                async for item in items:
+                    for data in render_next(item):
+                        yield framing.event(data)
             finished = True
             if framing.done:
                 yield framing.done
-        except RequestError as exc:   # the server stopped it (shutting down)
+        except RequestError as exc:   # the server stopped it (shutting down), or a later prompt is refused
             finished = True
             yield framing.error(error_body(str(exc), *error_kind(exc))["error"])
         except Exception as exc:   # after the first event: the stream ends with an error event
@@ -141,6 +164,6 @@ def event_stream(job: Job, first: First, render: Callable[[Any], Iterable[Json]]
                                            f"{type(exc).__name__}: {exc}", "server_error", 500)["error"])
         finally:
             if not finished:   # the client went away: free the slot
-                job.cancel()
+                current.cancel()
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from llamact.errors import LlamaRequestException
-from llamact.server.protocol import RequestDefaults, RequestError, read_chat, read_completion
+from llamact.server.completion_body import read_completion
+from llamact.server.protocol import RequestDefaults, RequestError, read_chat
 from llamact.server.settings import load_settings
 
 TOOL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

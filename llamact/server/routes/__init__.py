@@ -1,7 +1,9 @@
 """The server's routes, one module per family; each route only translates between HTTP and the engine.
 
 * :mod:`.chat` -- ``/v1/chat/completions`` (and ``/chat/completions``)
-* :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
+* :mod:`.completions` -- ``/v1/completions``: raw prompts in OpenAI's shape
+* :mod:`.native` -- ``/completion``, ``/completions``, ``/infill``: raw prompts in llama-server's own shape
+  (:mod:`.raw_run` runs the prompts of both)
 * :mod:`.responses` -- ``/v1/responses`` (and ``/responses``): OpenAI's Responses API on the chat path
 * :mod:`.input_tokens` -- ``/v1/responses/input_tokens``, ``/v1/chat/completions/input_tokens`` (and
   the paths without ``/v1``): the rendered prompt's token count
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, disabled, input_tokens, lora, messages, responses, slots, templates
+from . import admin, chat, completions, disabled, input_tokens, lora, messages, native, responses, slots, templates
 
 __all__ = ["ROUTERS"]
 
@@ -28,6 +30,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     admin.router,
     chat.router,
     completions.router,
+    native.router,
     responses.router,
     input_tokens.router,
     messages.router,
