@@ -130,3 +130,19 @@ def test_missing_messages_is_400_with_upstream_message(client: openai.OpenAI) ->
     with pytest.raises(openai.BadRequestError) as caught:
         client.post("/chat/completions", body={"max_tokens": 2}, cast_to=object)
     assert "'messages' is required" in str(caught.value)
+
+
+def test_completions_with_logprobs_as_an_int(client: openai.OpenAI) -> None:
+    """``logprobs: 2`` on the legacy completions API is llama-server's ``n_probs``: each token of the
+    answer with its two most likely alternatives (llama-server's entries, under ``content``), streamed
+    and not, the same tokens both ways."""
+    whole = client.completions.create(model="any", prompt="Once upon a time", max_tokens=5, logprobs=2, **GREEDY)
+    entries = (whole.choices[0].logprobs.model_extra or {})["content"]
+    assert len(entries) == whole.usage.completion_tokens == 5
+    assert all(len(e["top_logprobs"]) == 2 and e["logprob"] <= 0 for e in entries)
+    assert "".join(e["token"] for e in entries) == whole.choices[0].text
+    streamed = list(client.completions.create(model="any", prompt="Once upon a time", max_tokens=5, logprobs=2,
+                                              stream=True, **GREEDY))
+    tokens = [e["token"] for c in streamed if c.choices and c.choices[0].logprobs
+              for e in (c.choices[0].logprobs.model_extra or {})["content"]]
+    assert tokens == [e["token"] for e in entries]
