@@ -72,7 +72,7 @@ def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
 
 
 def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slots: int,
-               n_predict: int) -> dict[str, Any]:
+               n_predict: int, endpoint_slots: bool = True, endpoint_props: bool = False) -> dict[str, Any]:
     """The /props object for a loaded engine serving ``n_slots`` slots."""
     templates = engine.templates()
     body: dict[str, Any] = {
@@ -84,8 +84,8 @@ def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slot
         "model_path": model_path,
         "modalities": {"vision": False, "video": False, "audio": False},   # text models only
         "media_marker": "",   # no media input: nothing marks it
-        "endpoint_slots": False,
-        "endpoint_props": False,
+        "endpoint_slots": endpoint_slots,   # GET /slots (--no-slots turns it off)
+        "endpoint_props": endpoint_props,   # POST /props (--props turns it on)
         "endpoint_metrics": True,
         "ui": True,           # the page at /
         "ui_settings": {},

@@ -228,10 +228,9 @@ def _get(port: int, path: str, headers: dict[str, str] | None = None) -> bytes:
         conn.close()
 
 
-# what each server can do, not what it computes: llama-server's /slots route and page (turned off in the
-# harness), its per-process media marker; llamact serves the page at / and /metrics always, has no
-# /slots and no media input
-CAPABILITIES = ("endpoint_slots", "endpoint_props", "endpoint_metrics", "ui", "media_marker")
+# what each server can do, not what it computes: llama-server's page (turned off in the harness) and
+# its per-process media marker; llamact serves the page at / and /metrics always, and has no media input
+CAPABILITIES = ("endpoint_metrics", "ui", "media_marker")
 
 
 def test_props_equal_llama_server(upstream_defaults: LlamaServer, server: LiveServer) -> None:

@@ -44,7 +44,8 @@ async def props(request: Request) -> Response:
     state = state_of(request)
     settings = state.settings
     return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(settings.model_path()),
-                                   n_slots=settings.parallel, n_predict=settings.n_predict))
+                                   n_slots=settings.parallel, n_predict=settings.n_predict,
+                                   endpoint_slots=settings.slots, endpoint_props=settings.props))
 
 
 @router.post("/props")
