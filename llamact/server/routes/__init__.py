@@ -4,6 +4,7 @@
 * :mod:`.completions` -- ``/v1/completions`` (and ``/completions``): a raw prompt
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
+* :mod:`.embeddings` -- ``/v1/embeddings``, ``/embeddings`` (``/embedding``), ``/rerank`` (and its aliases)
 
 Bodies are read by ``server.protocol``, streams written by ``server.sse``; requests run on the
 state's worker (``server.state``).
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, templates
+from . import admin, chat, completions, embeddings, templates
 
 __all__ = ["ROUTERS"]
 
-ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, templates.router)
+ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, embeddings.router,
+                                  templates.router)
