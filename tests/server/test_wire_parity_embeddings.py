@@ -239,3 +239,12 @@ def test_openai_sdk_embeddings_equal_llama_server(upstream: dict[str, LlamaServe
         assert [d.index for d in answer.data] == [0, 1]
         assert_close([list(map(float, d.embedding)) for d in answer.data], vectors)
         assert (answer.usage.prompt_tokens, answer.model) == (expected["usage"]["prompt_tokens"], "any")
+
+
+def test_slots_embed_beside_the_scheduler(upstream: dict[str, LlamaServer], parallel_server: LiveServer) -> None:
+    """With --parallel the embedding runs beside the slots' decodes (its context is its own)."""
+    body = {"input": ["hello world", [1, 2]]}
+    status, got = _post(parallel_server.port, "/embeddings", body, parallel_server.headers())
+    expected_status, expected = _post(upstream["none"].port, "/embeddings", body)
+    assert status == expected_status == 200
+    assert_close(got, expected)
