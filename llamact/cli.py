@@ -87,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--lenient-schemas", action="store_true", default=None,
                        help="generate with response schemas whose keywords the grammar cannot enforce "
                             "(multipleOf, not, ...), ignoring them as llama-server does, instead of answering 400")
+    serve.add_argument("--embedding", "--embeddings", dest="embeddings", action="store_true", default=None,
+                       help="accepted as llama-server's flag: llamact serves the embedding routes without it")
+    serve.add_argument("--pooling", choices=("none", "mean", "cls", "last", "rank"),
+                       help="how the embedding routes pool a text's tokens (default: the model's own; "
+                            "/v1/embeddings needs one other than none)")
+    serve.add_argument("--rerank", "--reranking", dest="reranking", action="store_true", default=None,
+                       help="serve /rerank: pooling rank (a reranker model with a classification head)")
+    serve.add_argument("--embd-normalize", type=int,
+                       help="norm of pooled embeddings: -1 none, 0 max absolute (int16), 1 taxicab, 2 euclidean "
+                            "(default), p > 2 p-norm")
     serve.add_argument("--max-body-size", type=int, help="largest request body in bytes (default 32 MiB; 413 above)")
     serve.add_argument("--max-body-depth", type=int, help="deepest JSON nesting of a body (default 512; 400 above)")
     serve.add_argument("--max-tokenize-tokens", type=int,
@@ -133,7 +143,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
              "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
              "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
              "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
-             "lenient_schemas", "slots", "slot_save_path", "props")
+             "lenient_schemas", "slots", "slot_save_path", "props", "embeddings", "pooling", "reranking",
+             "embd_normalize")
     try:
         flags = {name: getattr(args, name) for name in names}
         flags["lora"] = _lora_flags(args.lora, args.lora_scaled)

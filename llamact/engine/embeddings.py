@@ -42,6 +42,46 @@ def pooling_type(name: str | None) -> int:
         ) from None
 
 
+def model_pooling(model: Model) -> str:
+    """The model's own pooling name: its GGUF's ``<arch>.pooling_type``, none when absent (llama.cpp
+    resolves an unspecified pooling to none)."""
+    arch = model.metadata_value("general.architecture")
+    raw = model.metadata_value(f"{arch}.pooling_type") if arch else None
+    try:
+        value = int(raw) if raw is not None else -1
+    except ValueError:
+        value = -1
+    names = {int(kind): name for name, kind in POOLING.items()}
+    return names.get(value, "none")
+
+
+def rerank_tokens(model: Model, query: str, document: str) -> list[int]:
+    """llama-server's ``format_prompt_rerank``: the ``rerank`` chat template with ``{query}`` and
+    ``{document}`` replaced (tokenized with special tokens parsed, none added), else BOS (if the
+    vocabulary adds it), the query, EOS (if added; SEP when there is no EOS), SEP (if added), the
+    document, EOS (if added)."""
+    vocab = model.vocab
+    template = model.template_source("rerank")
+    if template is not None:
+        prompt = template.replace("{query}", query).replace("{document}", document)
+        return vocab.tokenize(prompt, add_special=False, parse_special=True)
+    query_tokens = vocab.tokenize(query, add_special=False, parse_special=False)
+    doc_tokens = vocab.tokenize(document, add_special=False, parse_special=False)
+    eos = vocab.eos if vocab.eos is not None else vocab.sep
+    out: list[int] = []
+    if vocab.add_bos and vocab.bos is not None:
+        out.append(vocab.bos)
+    out += query_tokens
+    if vocab.add_eos and eos is not None:
+        out.append(eos)
+    if vocab.add_sep and vocab.sep is not None:
+        out.append(vocab.sep)
+    out += doc_tokens
+    if vocab.add_eos and eos is not None:
+        out.append(eos)
+    return out
+
+
 def l2_normalize(rows: np.ndarray) -> np.ndarray:
     """Each row divided by its Euclidean norm (summed in float64 as upstream does); zero rows stay zero."""
     norms = np.sqrt(np.square(rows, dtype=np.float64).sum(axis=-1, keepdims=True))
@@ -114,4 +154,4 @@ class Embedder:
         return rows
 
 
-__all__ = ["POOLING", "Embedder", "l2_normalize", "pooling_type"]
+__all__ = ["POOLING", "Embedder", "l2_normalize", "model_pooling", "pooling_type", "rerank_tokens"]

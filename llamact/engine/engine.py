@@ -31,7 +31,7 @@ from .aio import AsyncChatStream
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
-from .embeddings import Embedder, pooling_type
+from .embeddings import Embedder, model_pooling, pooling_type, rerank_tokens
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .logprobs import TokenLogprob, check_top_logprobs
 from .params import GenerationParams, ModelParams
@@ -489,22 +489,28 @@ class LlamaEngine:
 
     # -- embeddings --------------------------------------------------------------------------
 
-    def embed(self, texts: str | Sequence[str], normalize: bool = True,
+    def embed(self, texts: str | Sequence[str | Sequence[int]], normalize: bool = True,
               pooling: str | None = None) -> np.ndarray | list[np.ndarray]:
-        """Embed ``texts`` (tokenized with special tokens, as llama-server does): a float32 array with
-        one row per text, L2-normalized unless ``normalize`` is False. ``pooling`` ("mean", "cls",
-        "last", "rank"; None: the model's own) overrides how a text's tokens are reduced; "none"
-        gives one (n_tokens, n_embd) array per text instead.
+        """Embed ``texts`` (tokenized with special tokens, as llama-server does; an item that is a list
+        of token ids is embedded as it is): a float32 array with one row per text, L2-normalized
+        unless ``normalize`` is False. ``pooling`` ("mean", "cls", "last", "rank"; None: the model's
+        own) overrides how a text's tokens are reduced; "none" gives one (n_tokens, n_embd) array per
+        text instead; "rank" gives each text's classifier scores (``n_cls_out`` of them).
 
         Runs on a second context with embeddings on (created on first use, re-created when the
         pooling changes), so a generation engine embeds without reloading its model; many texts
         share each decode, one sequence id each. A text must fit ``ModelParams.n_ctx``.
         """
         items = [texts] if isinstance(texts, str) else list(texts)
+        tokens: list[list[int]] = []
         for i, text in enumerate(items):
-            if not isinstance(text, str):
-                raise LlamaInferenceException(f"texts are strings; item {i} is {type(text).__name__}", {"index": i})
-        tokens = [self.tokenize(text, add_special=True, parse_special=True) for text in items]
+            if isinstance(text, str):
+                tokens.append(self.tokenize(text, add_special=True, parse_special=True))
+            elif isinstance(text, (list, tuple)):
+                tokens.append(self.model.vocab.token_ids(text))
+            else:
+                raise LlamaInferenceException(f"texts are strings or lists of token ids; item {i} is "
+                                              f"{type(text).__name__}", {"index": i})
         with self._reserved():
             embedder = self._embedder
             if embedder is None or embedder.pooling != pooling:
@@ -515,6 +521,20 @@ class LlamaEngine:
                 embedder = self._embedder = Embedder(self.model, self.context.n_ctx, pooling,
                                                      self.params.n_threads or 0, self._gpu_offload())
             return embedder.embed(tokens, normalize)
+
+    def embedding_pooling(self, pooling: str | None = None) -> str:
+        """The pooling ``embed(pooling=pooling)`` applies: ``pooling``, else the model's own (its GGUF's
+        ``<arch>.pooling_type``; none when it has none, as llama.cpp decides)."""
+        if pooling is not None:
+            pooling_type(pooling)   # a bad name raises
+            return pooling
+        return model_pooling(self.model)
+
+    def rerank_tokens(self, query: str, document: str) -> list[int]:
+        """The tokens a reranker scores for ``query`` and ``document``: the model's ``rerank`` template
+        when it has one, else BOS, query, EOS, SEP, document, EOS as its vocabulary adds them
+        (llama-server's ``format_prompt_rerank``)."""
+        return rerank_tokens(self.model, query, document)
 
     def _gpu_offload(self) -> bool:
         return _offloads(self.params)

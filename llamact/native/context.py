@@ -383,9 +383,13 @@ class Context(NativeHandle):
 
     def embedding(self, *, seq_id: int | None = None, index: int | None = None) -> np.ndarray:
         """A float32 copy of the pooled embedding of sequence ``seq_id``, or of output ``index``'s
-        own embedding (pooling none), from the last decode."""
+        own embedding (pooling none), from the last decode. With rank pooling a sequence's vector
+        is the classifier's ``n_cls_out`` scores, not ``n_embd`` values (reading more would overrun it)."""
         with self.pinned() as ctx:
-            n = int(self._lib.llama_model_n_embd_out(self._lib.llama_get_model(ctx)))
+            model = self._lib.llama_get_model(ctx)
+            n = int(self._lib.llama_model_n_embd_out(model))
+            if seq_id is not None and int(self._lib.llama_pooling_type(ctx)) == llama_h.LlamaPoolingType.RANK:
+                n = int(self._lib.llama_model_n_cls_out(model))
             if seq_id is not None:
                 ptr = self._lib.llama_get_embeddings_seq(ctx, seq_id)
             else:

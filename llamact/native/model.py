@@ -451,6 +451,14 @@ class Vocab:
     def add_eos(self) -> bool:
         return bool(self._call("llama_vocab_get_add_eos"))
 
+    @property
+    def sep(self) -> int | None:
+        return self._special("llama_vocab_sep")
+
+    @property
+    def add_sep(self) -> bool:
+        return bool(self._call("llama_vocab_get_add_sep"))
+
     def suppress_tokens(self) -> tuple[int, ...]:
         """Tokens the model says never to generate (GGUF ``tokenizer.ggml.suppress_tokens``); upstream's
         sampler bans them with a -inf logit bias."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -89,6 +89,15 @@ class ServerSettings(BaseSettings):
     props: bool = False
     # (adapter file as given: /lora-adapters shows it so, scale), in --lora / --lora-scaled order
     lora: tuple[tuple[str, float], ...] = ()
+    # embeddings (server.embeddings_api): served whatever `embeddings` says (llama-server's flag, accepted)
+    embeddings: bool = False
+    pooling: Literal["none", "mean", "cls", "last", "rank"] | None = None   # None: the model's own
+    reranking: bool = False                   # the /rerank routes: pooling "rank" (llama-server's --reranking)
+    embd_normalize: int = Field(2, ge=-1)     # pooled vectors' norm: -1 none, 0 max-abs (int16), 1, 2 euclidean, p
+
+    def embedding_pooling(self) -> str | None:
+        """The pooling the embedding routes ask for (None: the model's own)."""
+        return "rank" if self.reranking else self.pooling
 
     def grammar_limits(self) -> limits.GrammarLimits:
         return limits.GrammarLimits(max_bytes=self.grammar_max_bytes, max_depth=self.grammar_max_depth,

@@ -50,3 +50,30 @@ def test_bad_input(engine):
         engine.embed(["word " * 400], pooling="mean")
     with pytest.raises(LlamaInferenceException, match="strings"):
         engine.embed([b"bytes"], pooling="mean")  # type: ignore[list-item]
+
+
+def test_token_lists_are_embedded_as_they_are(engine):
+    tokens = engine.tokenize(TEXTS[0])
+    np.testing.assert_array_equal(engine.embed([tokens], pooling="mean"), engine.embed([TEXTS[0]], pooling="mean"))
+    with pytest.raises(LlamaInferenceException):
+        engine.embed([[engine.n_vocab]], pooling="mean")
+    with pytest.raises(LlamaInferenceException):
+        engine.embed([3.5], pooling="mean")
+
+
+def test_the_pooling_embed_applies(engine):
+    assert engine.embedding_pooling() == "none"   # SmolLM2's GGUF names none: llama.cpp's default
+    assert engine.embedding_pooling("mean") == "mean"
+    with pytest.raises(LlamaInferenceException):
+        engine.embedding_pooling("max")
+
+
+def test_rank_pooling_reads_one_score_per_text(engine):
+    """Rank pooling gives the classifier's n_cls_out values (1 here, SmolLM2 has no head: its first
+    token's first hidden value, as llama-server's /rerank reads it), not n_embd read past them."""
+    scores = np.concatenate([engine.embed([text], normalize=False, pooling="rank") for text in ("a b", "a c")])
+    per_token = engine.embed(["a b"], normalize=False, pooling="none")[0]
+    assert scores.shape == (2, 1)
+    np.testing.assert_allclose(scores[:, 0], per_token[0, 0], atol=1e-4)
+    assert engine.rerank_tokens("a", "b") == engine.tokenize("a", add_special=False) + \
+        engine.tokenize("b", add_special=False)

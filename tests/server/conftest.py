@@ -36,6 +36,13 @@ def server(smollm2_path: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="session")
+def embedding_server(smollm2_path: Path) -> Iterator[LiveServer]:
+    """Mean pooling: SmolLM2's own is none, which OpenAI's /v1/embeddings refuses (as llama-server)."""
+    with _serve(smollm2_path, "--pooling", "mean") as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
 def hermes_server(smollm2_path: Path, template_file: Callable[[str], Path]) -> Iterator[LiveServer]:
     with _serve(smollm2_path, "--chat-template-file", str(template_file(HERMES))) as live:
         yield live

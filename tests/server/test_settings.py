@@ -137,3 +137,11 @@ def test_the_transport_limits_read_flags_and_the_environment(monkeypatch: pytest
     settings = load_settings({"timeout": 7.0, "max_body_depth": None})
     assert (settings.max_body_size, settings.shutdown_timeout, settings.timeout) == (1000, 1.5, 7.0)
     assert (settings.max_body_depth, settings.max_tokenize_tokens) == (512, 1 << 20)
+
+
+def test_embedding_settings_are_llama_servers() -> None:
+    assert load_settings({}).embedding_pooling() is None            # the model's own
+    assert load_settings({"pooling": "mean"}).embedding_pooling() == "mean"
+    assert load_settings({"pooling": "mean", "reranking": True}).embedding_pooling() == "rank"
+    with pytest.raises(ValueError):
+        load_settings({"pooling": "max"})

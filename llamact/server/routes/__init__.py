@@ -10,6 +10,7 @@
 * :mod:`.messages` -- ``/v1/messages`` and ``/v1/messages/count_tokens``: Anthropic's Messages API
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
+* :mod:`.embeddings` -- ``/v1/embeddings``, ``/embeddings`` (``/embedding``), ``/rerank`` (and its aliases)
 * :mod:`.lora` -- ``GET /lora-adapters``, ``POST /lora-adapters`` (the adapters' scales)
 * :mod:`.slots` -- ``GET /slots``, ``POST /slots/{id}?action=save|restore|erase``
 * :mod:`.disabled` -- llama-server's routes for features this server lacks, refused as upstream refuses them
@@ -22,7 +23,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import admin, chat, completions, disabled, input_tokens, lora, messages, native, responses, slots, templates
+from . import (
+    admin,
+    chat,
+    completions,
+    disabled,
+    embeddings,
+    input_tokens,
+    lora,
+    messages,
+    native,
+    responses,
+    slots,
+    templates,
+)
 
 __all__ = ["ROUTERS"]
 
@@ -34,6 +48,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     responses.router,
     input_tokens.router,
     messages.router,
+    embeddings.router,
     templates.router,
     slots.router,
     lora.router,

@@ -1,0 +1,153 @@
+"""Embeddings and reranking: ``/v1/embeddings`` (OpenAI's shape), ``/embeddings`` and ``/embedding``
+(llama-server's own), ``/rerank``, ``/reranking``, ``/v1/rerank``, ``/v1/reranking``.
+
+The engine embeds on a second context with embeddings on (``LlamaEngine.embed``), so a generation
+server answers these routes without loading its model again: llamact serves them without
+llama-server's ``--embeddings`` (which it accepts), where llama-server answers 501 (a deliberate
+deviation, docs/design.md). The pooling is ``--pooling`` (else the model's own); OpenAI's route
+refuses pooling none before reading the body, as upstream; reranking needs ``--reranking`` (pooling
+rank). Each input is embedded in a decode of its own, as llama-server's slot takes one input at a
+time, so the vectors are llama-server's (a batch of several texts moves them slightly: the caveat of
+docs/design.md). With one slot the work runs on the engine's worker, after the generation in
+progress; with ``--parallel`` slots it runs on a thread beside the scheduler's decodes (the
+embedding context is its own), one request at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..embeddings_api import (
+    EMPTY_INPUT,
+    NO_EMBEDDINGS_OAI,
+    NO_RERANKING,
+    EmbeddingCall,
+    RerankCall,
+    check_tokens,
+    native_embeddings,
+    normalized,
+    oai_embeddings,
+    prompt_tokens,
+    read_embeddings,
+    read_rerank,
+    rerank_body,
+)
+from ..protocol import RequestError, error_response, exception_response
+from ..sse import run_to_end
+from ..state import ServerState, state_of
+from ..worker import EngineWorker
+from .body import json_body
+
+__all__ = ["router"]
+
+router = APIRouter()
+_BESIDE_SLOTS = threading.Lock()   # with --parallel: one embedding request at a time on the engine
+
+
+def _pooling(state: ServerState) -> str:
+    return state.engine.embedding_pooling(state.settings.embedding_pooling())
+
+
+async def _on_engine(request: Request, state: ServerState, work: Callable[[Any], Any]) -> Any:
+    """``work(engine)``'s value, run where the engine can take it (see the module docstring)."""
+    worker = state.worker
+    if isinstance(worker, EngineWorker):
+        def once(engine: Any) -> Iterator[Any]:
+            yield work(engine)
+
+        results: list[Any] = []
+        await run_to_end(worker.submit(once), request, results.append)
+        return results[0]
+
+    def beside_slots() -> Any:
+        with _BESIDE_SLOTS:
+            return work(state.engine)
+
+    return await asyncio.to_thread(beside_slots)
+
+
+def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[list[Any], int]:
+    """On the engine: each input's vector (normalized unless per token) and the tokens evaluated."""
+    engine = state.engine
+
+    def tokenize(text: str, add_special: bool) -> list[int]:
+        try:
+            return engine.tokenize(text, add_special=add_special, parse_special=True)
+        except Exception as exc:   # text llama.cpp cannot take (a lone surrogate)
+            raise RequestError(f"'input': {exc}") from None
+
+    inputs = [prompt_tokens(tokenize, p) for p in call.prompts]
+    if any(not tokens for tokens in inputs):
+        raise RequestError(EMPTY_INPUT)
+    if isinstance(call.normalize, RequestError):
+        raise call.normalize
+    vectors = []
+    for tokens in inputs:
+        check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, pooling)
+        out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
+        if pooling == "none":
+            vectors.append(out[0])
+        else:
+            vectors.append(normalized(out[0], call.normalize))
+    return vectors, sum(len(t) for t in inputs)
+
+
+async def _embeddings(request: Request, oai: bool) -> Response:
+    state = state_of(request)
+    try:
+        pooling = _pooling(state)
+        if oai and pooling == "none":   # before the body, as llama-server
+            raise RequestError(NO_EMBEDDINGS_OAI)
+        call = await json_body(request, read_embeddings, oai, state.settings.embd_normalize)
+        vectors, n_tokens = await _on_engine(request, state, lambda _engine: _embed(call, state, pooling))
+    except BaseException as exc:
+        return exception_response(exc)
+    if call.oai:
+        return JSONResponse(oai_embeddings(call, state.model_name, vectors, n_tokens))
+    return JSONResponse(native_embeddings(vectors))
+
+
+@router.post("/v1/embeddings")
+async def embeddings_oai(request: Request) -> Response:
+    return await _embeddings(request, oai=True)
+
+
+@router.post("/embeddings")
+@router.post("/embedding")
+async def embeddings_native(request: Request) -> Response:
+    return await _embeddings(request, oai=False)
+
+
+def _rerank(call: RerankCall, state: ServerState) -> tuple[list[float], int]:
+    engine = state.engine
+    scores, n_tokens = [], 0
+    for document in call.documents:
+        tokens = engine.rerank_tokens(call.query, document)
+        check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, "rank")
+        if not tokens:
+            raise RequestError(EMPTY_INPUT)
+        scores.append(float(engine.embed([tokens], normalize=False, pooling="rank")[0][0]))
+        n_tokens += len(tokens)
+    return scores, n_tokens
+
+
+@router.post("/rerank")
+@router.post("/reranking")
+@router.post("/v1/rerank")
+@router.post("/v1/reranking")
+async def rerank(request: Request) -> Response:
+    state = state_of(request)
+    if state.settings.embedding_pooling() != "rank":   # before the body, as llama-server
+        return error_response(NO_RERANKING, "not_supported_error", 501)
+    try:
+        call = await json_body(request, read_rerank)
+        scores, n_tokens = await _on_engine(request, state, lambda _engine: _rerank(call, state))
+    except BaseException as exc:
+        return exception_response(exc)
+    return JSONResponse(rerank_body(call, state.model_name, scores, n_tokens))
