@@ -46,14 +46,19 @@ _COMMON: dict[str, Any] = dict(deadline=None, database=None, phases=(Phase.expli
 settings.register_profile("fuzz-ci", max_examples=30, derandomize=True, **_COMMON)
 settings.register_profile("fuzz-long", max_examples=2000, derandomize=False, **_COMMON)
 # examples per family under "fuzz-ci" (tests/server/test_http_fuzz.py; campaign.py --ci runs the same)
-CI_EXAMPLES = {"chat": 60, "completions": 50, "grammars": 60, "templates": 60, "raw_bodies": 40, "admin": 60}
+CI_EXAMPLES = {"chat": 60, "completions": 50, "grammars": 60, "templates": 60, "raw_bodies": 40, "admin": 60,
+               "routes": 80}
 PROFILE = os.environ.get("LLAMACT_FUZZ_PROFILE", "fuzz-ci")
 
 CHAT_ROUTES = ("/v1/chat/completions", "/chat/completions")
 COMPLETION_ROUTES = ("/v1/completions", "/completions")
 TEMPLATE_ROUTES = ("/apply-template", "/template-details")
 GET_ROUTES = ("/health", "/v1/health", "/v1/models", "/models", "/props", "/metrics", "/")
-POST_ROUTES = CHAT_ROUTES + COMPLETION_ROUTES + TEMPLATE_ROUTES + ("/tokenize", "/detokenize")
+# issue 25's routes: each takes its own body shape (ROUTE_BASES below)
+OTHER_ROUTES = ("/v1/responses", "/v1/responses/input_tokens", "/v1/chat/completions/input_tokens", "/v1/messages",
+                "/v1/messages/count_tokens", "/v1/embeddings", "/embeddings", "/rerank", "/completion", "/infill",
+                "/slots/0?action=save", "/lora-adapters", "/props")
+POST_ROUTES = CHAT_ROUTES + COMPLETION_ROUTES + TEMPLATE_ROUTES + ("/tokenize", "/detokenize") + OTHER_ROUTES
 
 
 @dataclass(frozen=True, repr=False)
@@ -196,13 +201,14 @@ def alive(pid: int) -> bool:
 
 
 def problems(case: Case, outcome: Outcome) -> list[str]:
-    """What is wrong with one answer: none for a 2xx, 3xx or 4xx in time (a stream without a 5xx
-    error event)."""
+    """What is wrong with one answer: none for a 2xx, 3xx, 4xx or 501 (a route's capability the model
+    or the server's flags lack: /infill without FIM tokens, /rerank without --reranking) in time (a
+    stream without a 5xx error event)."""
     found = []
     if outcome.status is None:
         found.append("hang (no answer within the limit)" if outcome.error == "timeout"
                      else f"no answer ({outcome.error})")
-    elif outcome.status >= 500:
+    elif outcome.status >= 500 and outcome.status != 501:   # 501: a capability the server lacks, said so
         found.append(f"HTTP {outcome.status}")
     for error in outcome.stream_errors():
         code = error.get("code") if isinstance(error, dict) else None
@@ -578,6 +584,38 @@ def completion_cases() -> st.SearchStrategy[Case]:
     ).flatmap(lambda t: _post_case(t[1], t[2], f"completion/{t[0]}"))
 
 
+ANTHROPIC_BASE: Json = {"model": "m", "max_tokens": 4, "messages": HELLO, "temperature": 0}
+RESPONSES_BASE: Json = {"input": "Say hello.", "max_output_tokens": 4, "temperature": 0}
+EMBED_BASE: Json = {"input": "hello"}
+RERANK_BASE: Json = {"query": "a cat", "documents": ["a dog", "a cat"]}
+# a route, its base body, and the fields mutated there (the chat fields again where a route converts into chat)
+ROUTE_BASES: dict[str, tuple[Json, tuple[str, ...]]] = {
+    "/v1/responses": (RESPONSES_BASE, ("input", "instructions", "tools", "tool_choice", "reasoning", "text",
+                                       "max_output_tokens", "previous_response_id") + _SAMPLING),
+    "/v1/responses/input_tokens": (RESPONSES_BASE, ("input", "instructions", "tools", "text")),
+    "/v1/chat/completions/input_tokens": (CHAT_BASE, CHAT_FIELDS),
+    "/v1/messages": (ANTHROPIC_BASE, ("messages", "system", "tools", "tool_choice", "thinking", "stop_sequences",
+                                      "metadata", "max_tokens", "top_k", "top_p") + _SAMPLING),
+    "/v1/messages/count_tokens": (ANTHROPIC_BASE, ("messages", "system", "tools", "thinking")),
+    "/v1/embeddings": (EMBED_BASE, ("input", "encoding_format", "embd_normalize", "content", "model")),
+    "/embeddings": (EMBED_BASE, ("input", "content", "embd_normalize")),
+    "/rerank": (RERANK_BASE, ("query", "documents", "texts", "top_n", "return_text")),
+    "/completion": (COMPLETION_BASE, COMPLETION_FIELDS + ("return_tokens", "n_predict", "timings_per_token")),
+    "/infill": (COMPLETION_BASE, ("input_prefix", "input_suffix", "input_extra", "prompt")),
+}
+
+
+def route_cases() -> st.SearchStrategy[Case]:
+    """Valid and mutated bodies for the routes beyond chat and raw completions (issue 25)."""
+    def pick(route: str) -> st.SearchStrategy[tuple[str, str, Json]]:
+        base, fields = ROUTE_BASES[route]
+        return st.one_of(st.just(("valid", route, dict(base))),
+                         st.builds(lambda b: ("mutated", route, b), _mutated(base, fields)))
+
+    return st.sampled_from(sorted(ROUTE_BASES)).flatmap(pick).flatmap(
+        lambda t: _post_case(t[1], t[2], f"routes/{t[0]}"))
+
+
 def grammar_cases() -> st.SearchStrategy[Case]:
     """Hostile grammars and schemas on every route that takes them (chat and raw completions)."""
     def chat(route: str, name: str, value: Json, stream: bool) -> tuple[str, Json]:
@@ -650,11 +688,11 @@ def admin_cases() -> st.SearchStrategy[Case]:
 
 def all_cases() -> st.SearchStrategy[Case]:
     return st.one_of(chat_cases(), completion_cases(), grammar_cases(), template_cases(), raw_body_cases(),
-                     admin_cases())
+                     admin_cases(), route_cases())
 
 
 FAMILIES = {"chat": chat_cases, "completions": completion_cases, "grammars": grammar_cases,
-            "templates": template_cases, "raw_bodies": raw_body_cases, "admin": admin_cases}
+            "templates": template_cases, "raw_bodies": raw_body_cases, "admin": admin_cases, "routes": route_cases}
 
 
 # -- findings -----------------------------------------------------------------------------------------
@@ -679,6 +717,11 @@ FINDINGS: dict[str, Case] = {
                                          "grammar"),
     "chat-grammar-token-ref": _finding("/v1/chat/completions", {**CHAT_BASE, "grammar": "root ::= <[0]>"}, "grammar"),
     "huge-enum": _finding("/v1/chat/completions", {**CHAT_BASE, "json_schema": _ENUM}, "json_schema"),
+    # issue 25's field table: an integer beyond 64 bits (nlohmann's double) and beyond a double
+    "responses-penalty-10e400": _finding("/v1/responses", {**RESPONSES_BASE, "frequency_penalty": 10**400},
+                                         "frequency_penalty"),
+    "raw-temperature-10e400": _finding("/v1/completions", {**COMPLETION_BASE, "temperature": 10**400},
+                                       "temperature"),
     "schema-min-items-above-max": _finding("/v1/completions", {
         **COMPLETION_BASE, "json_schema": {"type": "array", "minItems": 3, "maxItems": 2}}, "json_schema"),
     "schema-min-length-above-max": _finding("/v1/completions", {

@@ -94,6 +94,11 @@ def read_number(body: Json, name: str, kind: str) -> int | float:
     value = body[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _type_error(name, "number", value)
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:   # nlohmann keeps such an integer as a double
+        try:
+            value = float(value)
+        except OverflowError:
+            raise FieldError(name, "the number is out of a double's range") from None
     if kind == "float":
         return float(value)
     bits, signed = {"int": (32, True), "uint": (32, False), "int64": (64, True)}[kind]

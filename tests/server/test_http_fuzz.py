@@ -144,6 +144,13 @@ def test_admin_routes_unknown_routes_and_methods(fuzz_server: FuzzServer, case: 
     check(fuzz_server, case)
 
 
+@_settings("routes")
+@given(case=fb.route_cases())
+def test_the_other_routes_bodies(fuzz_server: FuzzServer, case: fb.Case) -> None:
+    """Responses, Messages, token counts, embeddings, rerank, native completion and infill."""
+    check(fuzz_server, case)
+
+
 @pytest.mark.parametrize("name", sorted(fb.FINDINGS))
 def test_findings(fuzz_server: FuzzServer, name: str) -> None:
     """What the fuzzer found (tests/fuzz_bodies.py, FINDINGS), each request on its own."""
