@@ -39,7 +39,7 @@ from ..embeddings_api import (
     rerank_body,
 )
 from ..protocol import RequestError, error_response, exception_response
-from ..sse import run_to_end
+from ..sse import DISCONNECT_POLL_S, run_to_end
 from ..state import ServerState, state_of
 from ..worker import EngineWorker
 from .body import json_body
@@ -54,25 +54,46 @@ def _pooling(state: ServerState) -> str:
     return state.engine.embedding_pooling(state.settings.embedding_pooling())
 
 
-async def _on_engine(request: Request, state: ServerState, work: Callable[[Any], Any]) -> Any:
-    """``work(engine)``'s value, run where the engine can take it (see the module docstring)."""
-    worker = state.worker
-    if isinstance(worker, EngineWorker):
-        def once(engine: Any) -> Iterator[Any]:
-            yield work(engine)
+async def _on_engine(request: Request, state: ServerState, work: Callable[[Any, threading.Event], Any]) -> Any:
+    """``work(engine, stop)``'s value, run where the engine can take it (see the module docstring).
+    ``stop`` is set when the client goes away: the work checks it between inputs, so a request of
+    thousands of inputs nobody waits for any more does not hold the engine (one input is one decode)."""
+    stop = threading.Event()
 
-        results: list[Any] = []
-        await run_to_end(worker.submit(once), request, results.append)
-        return results[0]
+    async def watch() -> None:
+        while not stop.is_set():
+            if await request.is_disconnected():
+                stop.set()
+                return
+            await asyncio.sleep(DISCONNECT_POLL_S)
 
-    def beside_slots() -> Any:
-        with _BESIDE_SLOTS:
-            return work(state.engine)
+    watcher = asyncio.ensure_future(watch())
+    try:
+        worker = state.worker
+        if isinstance(worker, EngineWorker):
+            def once(engine: Any) -> Iterator[Any]:
+                yield work(engine, stop)
 
-    return await asyncio.to_thread(beside_slots)
+            results: list[Any] = []
+            await run_to_end(worker.submit(once), request, results.append)
+            return results[0]
+
+        def beside_slots() -> Any:
+            with _BESIDE_SLOTS:
+                return work(state.engine, stop)
+
+        return await asyncio.to_thread(beside_slots)
+    finally:
+        stop.set()
+        watcher.cancel()
 
 
-def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[list[Any], int]:
+def _check_stop(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise RequestError("the client went away; the request was stopped")
+
+
+def _embed(call: EmbeddingCall, state: ServerState, pooling: str, stop: threading.Event) -> tuple[list[Any], int]:
     """On the engine: each input's vector (normalized unless per token) and the tokens evaluated."""
     engine = state.engine
 
@@ -89,6 +110,7 @@ def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[list[
         raise call.normalize
     vectors = []
     for tokens in inputs:
+        _check_stop(stop)
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, pooling)
         out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
         if pooling == "none":
@@ -105,7 +127,7 @@ async def _embeddings(request: Request, oai: bool) -> Response:
         if oai and pooling == "none":   # before the body, as llama-server
             raise RequestError(NO_EMBEDDINGS_OAI)
         call = await json_body(request, read_embeddings, oai, state.settings.embd_normalize)
-        vectors, n_tokens = await _on_engine(request, state, lambda _engine: _embed(call, state, pooling))
+        vectors, n_tokens = await _on_engine(request, state, lambda _engine, stop: _embed(call, state, pooling, stop))
     except BaseException as exc:
         return exception_response(exc)
     if call.oai:
@@ -124,10 +146,11 @@ async def embeddings_native(request: Request) -> Response:
     return await _embeddings(request, oai=False)
 
 
-def _rerank(call: RerankCall, state: ServerState) -> tuple[list[float], int]:
+def _rerank(call: RerankCall, state: ServerState, stop: threading.Event) -> tuple[list[float], int]:
     engine = state.engine
     scores, n_tokens = [], 0
     for document in call.documents:
+        _check_stop(stop)
         tokens = engine.rerank_tokens(call.query, document)
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, "rank")
         if not tokens:
@@ -147,7 +170,7 @@ async def rerank(request: Request) -> Response:
         return error_response(NO_RERANKING, "not_supported_error", 501)
     try:
         call = await json_body(request, read_rerank)
-        scores, n_tokens = await _on_engine(request, state, lambda _engine: _rerank(call, state))
+        scores, n_tokens = await _on_engine(request, state, lambda _engine, stop: _rerank(call, state, stop))
     except BaseException as exc:
         return exception_response(exc)
     return JSONResponse(rerank_body(call, state.model_name, scores, n_tokens))
