@@ -5,7 +5,7 @@
     as_chat_request(messages_or_request, options) -> ChatRequest     (the keyword APIs' one door)
 
 Every entry point that answers a chat request takes one: ``LlamaEngine.create`` / ``chat_template`` /
-``create_completion`` / ``create_structured``, the batch scheduler's slots, ``ChatSession`` and the
+``complete_chat`` / ``create_structured``, the batch scheduler's slots, ``ChatSession`` and the
 server (which reads an HTTP body into one, ``llamact.server.protocol``). The keyword forms
 (``engine.create(messages, tools=...)``) are conveniences that build one here.
 
@@ -220,6 +220,7 @@ class ChatRequest:
 
 
 _OPTIONS = frozenset(f.name for f in fields(ChatRequest) if f.init and f.name != "messages")
+REQUEST_OPTIONS = _OPTIONS   # the keyword names a chat request takes
 
 
 def request_options(options: Mapping[str, Any], where: str = "a chat request") -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
     async with await AsyncLlamaEngine.load(path, params) as engine:
         async for chunk in engine.create(messages, ...): ...       # an AsyncChatStream
-        reply = await engine.create_completion(messages, ...)
+        reply = await engine.complete_chat(messages, ...)
 
 What enters: a ``LlamaEngine`` (or a path to load one in a worker thread). ``create`` gives an
-``AsyncChatStream`` (``llamact.engine.aio``); ``create_completion``, ``create_structured`` and
+``AsyncChatStream`` (``llamact.engine.aio``); ``complete_chat``, ``create_structured`` and
 ``chat_template`` run in a worker thread; they take what the engine's methods take and raise what
 they raise.
 """
@@ -13,6 +13,7 @@ they raise.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 from .aio import AsyncChatStream
@@ -35,14 +36,19 @@ class AsyncLlamaEngine:
     def create(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
         return self.engine.acreate(messages, **kwargs)
 
-    async def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
+    async def complete_chat(self, messages: Any, **kwargs: Any) -> ChatCompletion:
         async with self.create(messages, **kwargs) as stream:
             return await stream.completion()
+
+    async def create_completion(self, messages: Any, **kwargs: Any) -> ChatCompletion:
+        """Deprecated (0.2 removes it): ``complete_chat()``."""
+        warnings.warn("AsyncLlamaEngine.create_completion() is now complete_chat()", DeprecationWarning, stacklevel=2)
+        return await self.complete_chat(messages, **kwargs)
 
     async def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
         from .structured import response_format_for, validate_output
 
-        reply = await self.create_completion(messages, response_format=response_format_for(output), **kwargs)
+        reply = await self.complete_chat(messages, response_format=response_format_for(output), **kwargs)
         return validate_output(output, reply.content, reply.finish_reason)
 
     async def chat_template(self, messages: Any, **kwargs: Any) -> Any:

@@ -16,14 +16,14 @@ generation is released however the stream ends (exhausted, closed, dropped).
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from ..chat.deltas import ChatDelta
 from ..chat.messages import ChatMessage
 from ..chat.result import ChatTemplateResult
-from ..chat.streaming import ChatStreamParser, gen_tool_call_id
-from .chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
+from ..chat.streaming import ChatStreamParser
+from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Json, Usage, new_completion_id
 from .generator import GenerationChunk, Timings
 from .logprobs import TokenLogprob
 
@@ -32,7 +32,7 @@ __all__ = ["ChatStream", "completion_id"]
 
 def completion_id() -> str:
     """llama-server's ``gen_chatcmplid``: ``chatcmpl-`` and 32 random characters."""
-    return "chatcmpl-" + gen_tool_call_id()
+    return new_completion_id()
 
 
 def _chunk(delta: ChatDelta, final_parse: bool = False) -> ChatChunk:
@@ -136,7 +136,15 @@ class ChatStream:
 
             raise LlamaInferenceException("the chat completion ended without its final chunk")
         return ChatCompletion(self._parser.response_message, self.finish_reason, self.usage, self.timings,
-                              self.text, self.result.prompt, logprobs=self.logprobs)
+                              self.text, self.result.prompt, logprobs=self.logprobs, id=self.id,
+                              model=self.model or DEFAULT_MODEL_NAME, created=self.created)
+
+    def openai_chunks(self, *, include_usage: bool = False) -> Iterator[Json]:
+        """The stream as OpenAI ``chat.completion.chunk`` dicts (llama-server's), with this stream's
+        id, model and creation time; a final usage chunk when ``include_usage``."""
+        model = self.model or DEFAULT_MODEL_NAME
+        for chunk in self:
+            yield from chunk.to_openai(self.id, model, self.created, include_usage=include_usage)
 
     def _run(self) -> Generator[ChatChunk, None, None]:
         for piece in self._generation:

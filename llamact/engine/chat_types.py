@@ -14,17 +14,27 @@ the per-token path. The JSON shapes follow tools/server/server-task.cpp and serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..chat.deltas import ToolCallDelta
 from ..chat.messages import ChatMessage
 from ..chat.oai import message_to_json
+from ..chat.streaming import gen_tool_call_id
 from .logprobs import TokenLogprob
 
-__all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "system_fingerprint"]
+__all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "new_completion_id", "system_fingerprint"]
 
 Json = Any
+
+# the model name of a completion made without one (the engine passes its model's file name)
+DEFAULT_MODEL_NAME = "llamact"
+
+
+def new_completion_id() -> str:
+    """llama-server's ``gen_chatcmplid``: ``chatcmpl-`` and 32 random characters."""
+    return "chatcmpl-" + gen_tool_call_id()
 
 
 def system_fingerprint() -> str:
@@ -134,12 +144,18 @@ class ChatChunk(NamedTuple):
             delta["tool_calls"] = [_tool_call_json(c) for c in self.tool_calls]
         return delta
 
-    def to_openai(self, completion_id: str, model: str, created: int, *, fingerprint: str | None = None,
-                  include_usage: bool = False) -> list[Json]:
+    def to_openai(self, completion_id: str | None = None, model: str | None = None, created: int | None = None, *,
+                  fingerprint: str | None = None, include_usage: bool = False) -> list[Json]:
         """This chunk as llama-server streams it: one ``chat.completion.chunk``; the last chunk also
-        gives the usage chunk (``choices: []``) when ``include_usage``, and ``timings`` on the very last."""
+        gives the usage chunk (``choices: []``) when ``include_usage``, and ``timings`` on the very last.
+
+        A chunk does not know its stream: without ``completion_id`` / ``model`` / ``created`` each call
+        makes a new id, "llamact" and now. ``ChatStream.openai_chunks()`` gives a stream's chunks with
+        the stream's own id, model and time."""
         fp = fingerprint if fingerprint is not None else system_fingerprint()
-        base = {"created": created, "id": completion_id, "model": model, "system_fingerprint": fp,
+        base = {"created": int(time.time()) if created is None else created,
+                "id": new_completion_id() if completion_id is None else completion_id,
+                "model": DEFAULT_MODEL_NAME if model is None else model, "system_fingerprint": fp,
                 "object": "chat.completion.chunk"}
         choice: Json = {"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}
         if self.logprobs:
@@ -155,7 +171,8 @@ class ChatChunk(NamedTuple):
 
 @dataclass(frozen=True)
 class ChatCompletion:
-    """The whole reply of ``create_completion()`` (a collected ``create()`` stream)."""
+    """The whole reply of ``complete_chat()`` (a collected ``create()`` stream). ``id``, ``model`` and
+    ``created`` are the stream's (what ``to_openai()`` puts in the dict unless told otherwise)."""
 
     message: ChatMessage
     finish_reason: str
@@ -164,6 +181,9 @@ class ChatCompletion:
     text: str = ""                      # the model's raw output (what the parser read)
     prompt: str = ""
     logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
+    id: str = field(default_factory=lambda: new_completion_id())
+    model: str = DEFAULT_MODEL_NAME
+    created: int = field(default_factory=lambda: int(time.time()))
 
     @property
     def content(self) -> str:
@@ -177,8 +197,13 @@ class ChatCompletion:
     def tool_calls(self) -> list[Any]:
         return self.message.tool_calls
 
-    def to_openai(self, completion_id: str, model: str, created: int, *, fingerprint: str | None = None) -> Json:
-        """A ``chat.completion`` as llama-server returns it (to_json_oaicompat_chat)."""
+    def to_openai(self, completion_id: str | None = None, model: str | None = None, created: int | None = None, *,
+                  fingerprint: str | None = None) -> Json:
+        """A ``chat.completion`` as llama-server returns it (to_json_oaicompat_chat); ``completion_id``,
+        ``model`` and ``created`` default to the completion's own ``id``, ``model`` and ``created``."""
+        completion_id = self.id if completion_id is None else completion_id
+        model = self.model if model is None else model
+        created = self.created if created is None else created
         return {
             "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message_to_json(self.message),
                          **({"logprobs": {"content": [e.to_openai() for e in self.logprobs]}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 import os
 import threading
@@ -11,17 +12,17 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..chat.oai import ChatRequestError
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
-from ..errors import LlamaInferenceException, LlamaStateException
+from ..errors import LlamaInferenceException, LlamaRequestException, LlamaStateException
 from ..grammar.enforcement import refuse_unenforced
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
@@ -34,7 +35,14 @@ from .chat_types import ChatCompletion
 from .embeddings import Embedder, model_pooling, pooling_type, rerank_tokens
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .logprobs import TokenLogprob, check_top_logprobs
-from .params import GenerationParams, ModelParams
+from .params import (
+    CHAT_REQUEST_OWNED,
+    GENERATION_FIELDS,
+    GenerationParams,
+    ModelParams,
+    split_sampling_keywords,
+    with_sampling_keywords,
+)
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
@@ -248,6 +256,11 @@ class LlamaEngine:
         return tuple(t for t in range(vocab.n_tokens) if vocab.is_eog(t))
 
     @property
+    def n_embd(self) -> int:
+        """The model's embedding width (the length of an ``embed()`` row)."""
+        return self.model.n_embd
+
+    @property
     def n_ctx(self) -> int:
         """The context's size in tokens (all sequences together)."""
         return self.context.n_ctx
@@ -354,10 +367,13 @@ class LlamaEngine:
         return list(prompt)
 
     def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
-                 logprobs: bool | None = None, top_logprobs: int | None = None) -> GenerationResult:
+                 logprobs: bool | None = None, top_logprobs: int | None = None,
+                 **sampling: Any) -> GenerationResult:
         """Generate to the end and return the whole result. ``logprobs`` / ``top_logprobs`` override
-        ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token)."""
-        params = _with_logprobs(params or GenerationParams(), logprobs, top_logprobs)
+        ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token); other
+        keywords are ``GenerationParams`` fields, set over ``params`` (``complete(p, max_tokens=8,
+        temperature=0)``)."""
+        params = _with_logprobs(with_sampling_keywords(params, sampling), logprobs, top_logprobs)
         tokens = self._prompt_tokens(prompt)
         pieces: list[str] = []
         out_tokens: list[int] = []
@@ -490,17 +506,34 @@ class LlamaEngine:
     # -- embeddings --------------------------------------------------------------------------
 
     def embed(self, texts: str | Sequence[str | Sequence[int]], normalize: bool = True,
-              pooling: str | None = None) -> np.ndarray | list[np.ndarray]:
+              pooling: str | None = None) -> np.ndarray:
         """Embed ``texts`` (tokenized with special tokens, as llama-server does; an item that is a list
-        of token ids is embedded as it is): a float32 array with one row per text, L2-normalized
-        unless ``normalize`` is False. ``pooling`` ("mean", "cls", "last", "rank"; None: the model's
-        own) overrides how a text's tokens are reduced; "none" gives one (n_tokens, n_embd) array per
-        text instead; "rank" gives each text's classifier scores (``n_cls_out`` of them).
+        of token ids is embedded as it is): always a 2-D float32 array with one row per text,
+        L2-normalized unless ``normalize`` is False.
+
+        ``pooling`` ("mean", "cls", "last", "rank") says how a text's tokens are reduced; None: the
+        model's own (``embedding_pooling()``), and "mean" for a model whose GGUF names none (a
+        generation model), so that the result's type never depends on the file's metadata. "rank"
+        gives each text's classifier scores (``n_cls_out`` of them). One vector per token is
+        ``embed_tokens()``.
 
         Runs on a second context with embeddings on (created on first use, re-created when the
         pooling changes), so a generation engine embeds without reloading its model; many texts
         share each decode, one sequence id each. A text must fit ``ModelParams.n_ctx``.
         """
+        if pooling == "none":
+            raise LlamaRequestException("pooling 'none' gives one matrix per text, not a row: call "
+                                        "embed_tokens(texts) for the per-token vectors", {"pooling": "none"})
+        resolved = pooling if pooling is not None else self.embedding_pooling()
+        return cast(np.ndarray, self._embed(texts, normalize, "mean" if resolved == "none" else pooling))
+
+    def embed_tokens(self, texts: str | Sequence[str | Sequence[int]], normalize: bool = True) -> list[np.ndarray]:
+        """One (n_tokens, n_embd) float32 array per text: every token's hidden state (pooling none),
+        each row L2-normalized unless ``normalize`` is False. Texts as for ``embed()``."""
+        return cast("list[np.ndarray]", self._embed(texts, normalize, "none"))
+
+    def _embed(self, texts: str | Sequence[str | Sequence[int]], normalize: bool,
+               pooling: str | None) -> np.ndarray | list[np.ndarray]:
         items = [texts] if isinstance(texts, str) else list(texts)
         tokens: list[list[int]] = []
         for i, text in enumerate(items):
@@ -594,7 +627,11 @@ class LlamaEngine:
         (None or -1: unlimited) ending a thought with the template's end tag (after
         ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
         override ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
+
+        Keywords that are ``GenerationParams`` fields (``temperature``, ``max_tokens``, ``stop``,
+        ``seed``, ...) are a shortcut for ``params``: set over it, they win over its fields.
         """
+        params, options = _chat_keywords(params, options)
         chat = self.prepare_chat(as_chat_request(messages, options), params)
         generation = self.generate(chat.tokens, chat.params, sampling=chat.sampling)  # closes the sampling
         return ChatStream(generation, chat.result, chat.parser, len(chat.tokens), generation.n_cached,
@@ -623,16 +660,26 @@ class LlamaEngine:
                                        reasoning_budget_message=request.reasoning_budget_message)
         return PreparedChat(request, result, parser, tokens, params, sampling)
 
-    def create_completion(self, messages: Any, *, params: GenerationParams | None = None,
-                          **options: Any) -> ChatCompletion:
-        """``create()`` run to its end: the whole reply (message, finish reason, usage, timings)."""
+    def complete_chat(self, messages: Any, *, params: GenerationParams | None = None,
+                      **options: Any) -> ChatCompletion:
+        """``create()`` run to its end: the whole reply (message, finish reason, usage, timings), as
+        ``complete()`` is ``generate()`` run to its end. Same arguments as ``create()``."""
         with self.create(messages, params=params, **options) as stream:
             return stream.completion()
+
+    def create_completion(self, messages: Any, *, params: GenerationParams | None = None,
+                          **options: Any) -> ChatCompletion:
+        """Deprecated (0.2 removes it): ``complete_chat()``. The name means a text completion in
+        llama-cpp-python and OpenAI; ``llamact.compat.Llama.create_completion`` is that one."""
+        warnings.warn("LlamaEngine.create_completion() is now complete_chat() (a chat reply); for a text "
+                      "completion of a prompt use complete()", DeprecationWarning, stacklevel=2)
+        return self.complete_chat(messages, params=params, **options)
 
     def acreate(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> AsyncChatStream:
         """``create()`` for asyncio: ``async for chunk in engine.acreate(messages, ...)`` with the same
         arguments; generation runs in a worker thread and stops when the consumer stops iterating
         (``aclose()``, leaving ``async with``, or cancelling the task). See ``llamact.engine.aio``."""
+        params, options = _chat_keywords(params, options)
         request = as_chat_request(messages, options)
         return AsyncChatStream(lambda: self.create(request, params=params), self.cancel)
 
@@ -645,8 +692,9 @@ class LlamaEngine:
         for an answer that is cut off or does not validate. Other keywords: ``create()``'s."""
         from .structured import response_format_for, validate_output
 
+        params, options = _chat_keywords(params, options)
         request = as_chat_request(messages, {**options, "response_format": response_format_for(output)})
-        reply = self.create_completion(request, params=params)
+        reply = self.complete_chat(request, params=params)
         return validate_output(output, reply.content, reply.finish_reason)
 
 
@@ -659,6 +707,20 @@ def _grammar_from_params(request: ChatRequest, params: GenerationParams) -> tupl
         raise ChatRequestError("two grammars for one chat request (the request's grammar and GenerationParams."
                                "grammar): give the request's alone")
     return replace(request, grammar=params.grammar), replace(params, grammar=None)
+
+
+def _chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
+                                                                                   dict[str, Any]]:
+    """A chat call's keywords as (its generation settings, the request's options): the sampling
+    shortcut (``GenerationParams`` fields the request does not own) set over ``params``."""
+    sampling, rest = split_sampling_keywords(options, CHAT_REQUEST_OWNED)
+    unknown = [name for name in rest if name not in REQUEST_OPTIONS]
+    if unknown:   # the nearest name among both kinds of keyword
+        close = difflib.get_close_matches(unknown[0], sorted(REQUEST_OPTIONS | GENERATION_FIELDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (see ChatRequest's and GenerationParams' fields)"
+        raise ChatRequestError(f"{unknown[0]!r} is not an option of a chat request nor a sampling setting{hint}",
+                               {"option": unknown[0]})
+    return (with_sampling_keywords(params, sampling) if sampling else params), rest
 
 
 def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import LlamaInferenceException
+from ..errors import LlamaInferenceException, LlamaRequestException
 
 
 @dataclass(frozen=True)
@@ -149,3 +150,31 @@ def _stop_sequences(stop: object) -> tuple[str, ...]:
                 f"each stop sequence must be a string, got {item!r} ({type(item).__name__})", {"stop": repr(stops)}
             )
     return stops
+
+
+GENERATION_FIELDS = frozenset(f.name for f in fields(GenerationParams))
+# what a chat request says itself (ChatRequest's fields): in create() these keywords are the request's
+CHAT_REQUEST_OWNED = frozenset({"logprobs", "top_logprobs", "grammar"})
+
+
+def split_sampling_keywords(options: Mapping[str, Any], owned: frozenset[str] = frozenset()) -> tuple[
+        dict[str, Any], dict[str, Any]]:
+    """``options`` as (GenerationParams keywords, the others); a name in ``owned`` stays with the others."""
+    sampling = {k: v for k, v in options.items() if k in GENERATION_FIELDS and k not in owned}
+    return sampling, {k: v for k, v in options.items() if k not in sampling}
+
+
+def with_sampling_keywords(params: GenerationParams | None, keywords: Mapping[str, Any]) -> GenerationParams:
+    """``params`` (None: the defaults) with ``keywords`` set: ``create(m, temperature=0)`` is a shortcut
+    for ``create(m, params=GenerationParams(temperature=0))``, and a keyword wins over the same field
+    of ``params``. The one place sampling keywords become settings; a name that is not a field is
+    refused with the nearest one."""
+    base = params or GenerationParams()
+    if not keywords:
+        return base
+    unknown = [name for name in keywords if name not in GENERATION_FIELDS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(GENERATION_FIELDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise LlamaRequestException(f"{unknown[0]!r} is not a GenerationParams field{hint}", {"option": unknown[0]})
+    return replace(base, **keywords)

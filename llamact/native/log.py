@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from ._library import NativeLibrary
 
 logger = logging.getLogger("llamact.native")
+# Native chatter ("pooling_type is [-1], but [1] was specified", ...) stays out of a terminal whose
+# program configured no logging (Python's last-resort handler prints warnings to stderr); a program
+# that configures logging (``logging.basicConfig()``, a handler on "llamact") sees every line.
+logger.addHandler(logging.NullHandler())
 
 _LEVELS = {
     llama_h.GgmlLogLevel.DEBUG: logging.DEBUG,

@@ -193,7 +193,7 @@ def build_chat(engine: Any, params_cls: Any) -> tuple[list[dict[str, str]], list
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     messages.append({"role": "user", "content": TURN_1})
     prompt_1 = engine.chat_template(messages).prompt
-    reply = engine.create_completion(messages, params=params_cls(greedy=True, max_tokens=48)).message.content
+    reply = engine.complete_chat(messages, params=params_cls(greedy=True, max_tokens=48)).message.content
     messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": TURN_2}]
     prompt_2 = engine.chat_template(messages).prompt
     primed_text = prompt_1 + reply

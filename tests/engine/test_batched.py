@@ -228,7 +228,7 @@ def test_a_chat_request_on_a_slot_takes_every_option_create_takes(smollm2_path: 
                           grammar='root ::= "yes" | "no"')
     params = GenerationParams(greedy=True, max_tokens=8, cache_prompt=False)
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_seq_max=2, n_threads=2)) as engine:
-        alone = engine.create_completion(request, params=params)
+        alone = engine.complete_chat(request, params=params)
         scheduler = BatchScheduler(engine)
         try:
             with scheduler.create(request, params=params) as stream:

@@ -83,7 +83,7 @@ def _forced(engine: LlamaEngine, template: str) -> Any:
     # thinking off, and a budget of 0 for a thought all the same: the tiny model would think until
     # max_tokens (its BPE splits the thought tags differently inside the prompt than alone, so the
     # budget may not see a thought start, as upstream's would not)
-    return engine.create_completion(FEW_SHOT, tools=[FORECAST, OTHER], tool_choice=NAMED, custom_template=template,
+    return engine.complete_chat(FEW_SHOT, tools=[FORECAST, OTHER], tool_choice=NAMED, custom_template=template,
                                     params=GREEDY, template_now=1768478400, enable_thinking=False,
                                     thinking_budget_tokens=0)
 
@@ -146,7 +146,7 @@ def test_both_modes_generate_the_same_tokens(engine: LlamaEngine) -> None:
     # logits depend (slightly) on how a prompt was batched
     fresh = GenerationParams(greedy=True, max_tokens=96, cache_prompt=False)
     for compat in (False, True):
-        completion = engine.create_completion(ASK, tools=[FORECAST], tool_choice="required", custom_template=template,
+        completion = engine.complete_chat(ASK, tools=[FORECAST], tool_choice="required", custom_template=template,
                                               params=fresh, upstream_compat=compat)
         texts.append(completion.text)
     assert texts[0] == texts[1]
@@ -156,7 +156,7 @@ def test_both_modes_generate_the_same_tokens(engine: LlamaEngine) -> None:
 
 
 def _still_usable(engine: LlamaEngine) -> None:
-    done = engine.create_completion(ASK, params=GenerationParams(greedy=True, max_tokens=4))
+    done = engine.complete_chat(ASK, params=GenerationParams(greedy=True, max_tokens=4))
     assert done.finish_reason in ("stop", "length")
 
 
@@ -192,13 +192,13 @@ def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine
             await anext(aiter(stream))
 
     for call in (lambda: engine.create(ASK, response_format=MULTIPLE_OF),
-                 lambda: engine.create_completion(ASK, response_format=MULTIPLE_OF),
+                 lambda: engine.complete_chat(ASK, response_format=MULTIPLE_OF),
                  lambda: asyncio.run(first_async_chunk())):
         with pytest.raises(LlamaUnsupportedException, match="'multipleOf' at #/properties/n") as info:
             call()
         assert "upstream_compat=True" in str(info.value)
     _still_usable(engine)
-    lenient = engine.create_completion(ASK, response_format=MULTIPLE_OF, upstream_compat=True,
+    lenient = engine.complete_chat(ASK, response_format=MULTIPLE_OF, upstream_compat=True,
                                        params=GenerationParams(greedy=True, max_tokens=8))
     assert lenient.content.startswith("{")
     # the prompt is still upstream's: rendering does not refuse (llama-server's /apply-template)
@@ -251,7 +251,7 @@ def test_cancel_from_another_thread_mid_tool_call_ends_with_cancelled(engine: Ll
 
 def test_a_call_cut_by_max_tokens_is_not_sent(engine: LlamaEngine) -> None:
     template = _template("NousResearch-Hermes-3-Llama-3.1-8B-tool_use")
-    completion = engine.create_completion(ASK, tools=[FORECAST], tool_choice=NAMED, custom_template=template,
+    completion = engine.complete_chat(ASK, tools=[FORECAST], tool_choice=NAMED, custom_template=template,
                                           params=GenerationParams(greedy=True, max_tokens=8))
     assert completion.finish_reason == "length" and "<tool_call>" in completion.text
     assert completion.tool_calls == [] and completion.content == ""
@@ -261,8 +261,8 @@ def test_context_overflow_ends_with_length_or_a_typed_error(smollm2_path: Path) 
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=1)) as small:
         long_ask = [{"role": "user", "content": "word " * 400}]
         with pytest.raises(LlamaException):
-            small.create_completion(long_ask, params=GenerationParams(greedy=True, max_tokens=8))
-        done = small.create_completion(ASK, params=GenerationParams(greedy=True, max_tokens=-1))
+            small.complete_chat(long_ask, params=GenerationParams(greedy=True, max_tokens=8))
+        done = small.complete_chat(ASK, params=GenerationParams(greedy=True, max_tokens=-1))
         assert done.finish_reason in ("stop", "length")
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llamact.engine import GenerationParams, LlamaEngine, ModelParams
-from llamact.errors import LlamaContextException, LlamaInferenceException
+from llamact.errors import LlamaContextException, LlamaInferenceException, LlamaRequestException
 
 pytestmark = pytest.mark.model
 
@@ -20,7 +20,7 @@ def engine(smollm2_path):
 
 
 def test_pooled_rows_agree_with_the_per_token_states(engine):
-    per_token = engine.embed(TEXTS, normalize=False, pooling="none")
+    per_token = engine.embed_tokens(TEXTS, normalize=False)
     assert [rows.shape[0] for rows in per_token] == [len(engine.tokenize(t)) for t in TEXTS]
     mean = engine.embed(TEXTS, normalize=False, pooling="mean")
     last = engine.embed(TEXTS, normalize=False, pooling="last")
@@ -61,6 +61,16 @@ def test_token_lists_are_embedded_as_they_are(engine):
         engine.embed([3.5], pooling="mean")
 
 
+def test_embed_is_one_row_per_text_whatever_the_model_pools(engine):
+    """SmolLM2's GGUF names no pooling: embed() still gives one 2-D array (mean-pooled), the
+    per-token matrices are embed_tokens()', and asking embed() for pooling none says where they are."""
+    rows = engine.embed(TEXTS, normalize=False)
+    assert isinstance(rows, np.ndarray) and rows.shape == (len(TEXTS), engine.n_embd)
+    np.testing.assert_allclose(rows, engine.embed(TEXTS, normalize=False, pooling="mean"), atol=1e-5)
+    with pytest.raises(LlamaRequestException, match="embed_tokens"):
+        engine.embed(TEXTS, pooling="none")
+
+
 def test_the_pooling_embed_applies(engine):
     assert engine.embedding_pooling() == "none"   # SmolLM2's GGUF names none: llama.cpp's default
     assert engine.embedding_pooling("mean") == "mean"
@@ -72,7 +82,7 @@ def test_rank_pooling_reads_one_score_per_text(engine):
     """Rank pooling gives the classifier's n_cls_out values (1 here, SmolLM2 has no head: its first
     token's first hidden value, as llama-server's /rerank reads it), not n_embd read past them."""
     scores = np.concatenate([engine.embed([text], normalize=False, pooling="rank") for text in ("a b", "a c")])
-    per_token = engine.embed(["a b"], normalize=False, pooling="none")[0]
+    per_token = engine.embed_tokens(["a b"], normalize=False)[0]
     assert scores.shape == (2, 1)
     np.testing.assert_allclose(scores[:, 0], per_token[0, 0], atol=1e-4)
     assert engine.rerank_tokens("a", "b") == engine.tokenize("a", add_special=False) + \

@@ -54,7 +54,7 @@ def test_logprobs_off_by_default_and_top_logprobs_needs_them(engine):
 
 
 def test_create_returns_openai_logprobs(engine):
-    completion = engine.create_completion([{"role": "user", "content": "Hi"}], params=GREEDY, logprobs=True,
+    completion = engine.complete_chat([{"role": "user", "content": "Hi"}], params=GREEDY, logprobs=True,
                                           top_logprobs=2)
     content = completion.to_openai("id", "m", 0)["choices"][0]["logprobs"]["content"]
     assert len(content) == completion.usage.completion_tokens

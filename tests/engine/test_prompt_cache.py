@@ -172,7 +172,7 @@ def _chat(engine: LlamaEngine, params: GenerationParams) -> list[tuple[str, int,
         messages: list[dict[str, Any]] = [{"role": "system", "content": "Answer in one short sentence."}]
         for i, question in enumerate(HISTORY[:2] if first == EDITED else HISTORY):
             messages.append({"role": "user", "content": first if i == 0 else question})
-            done = engine.create_completion(messages, params=params)
+            done = engine.complete_chat(messages, params=params)
             assert done.usage.cached_tokens == done.timings.cache_n
             assert done.timings.prompt_n + done.timings.cache_n == done.usage.prompt_tokens
             assert engine.context.memory_seq_pos_max(0) + 1 == len(engine.context_tokens)
@@ -335,7 +335,7 @@ def test_a_full_context_leaves_the_record_consistent(smollm2_path: Path) -> None
 def test_usage_and_timings_report_the_cache(smollm2: LlamaEngine) -> None:
     engine = smollm2
     messages = [{"role": "user", "content": "Hi!"}]
-    first = engine.create_completion(messages, params=UNCACHED)
+    first = engine.complete_chat(messages, params=UNCACHED)
     messages += [{"role": "assistant", "content": first.message.content}, {"role": "user", "content": "Bye!"}]
     with engine.create(messages, params=GREEDY) as stream:
         chunks = list(stream)

@@ -157,9 +157,9 @@ def test_the_batched_raw_path_is_checked(engine: LlamaEngine) -> None:
 def test_a_schema_made_grammar_over_a_limit_is_refused_before_generating(engine: LlamaEngine) -> None:
     schema = {"type": "string", "enum": [f"value-{i}" for i in range(4000)]}
     with pytest.raises(GrammarLimitError, match="alternatives"):
-        engine.create_completion([{"role": "user", "content": "pick"}],
+        engine.complete_chat([{"role": "user", "content": "pick"}],
                                  response_format={"type": "json_schema", "json_schema": {"schema": schema}})
-    assert engine.create_completion([{"role": "user", "content": "hi"}],
+    assert engine.complete_chat([{"role": "user", "content": "hi"}],
                                     params=GenerationParams(max_tokens=2)).finish_reason == "length"
 
 
@@ -185,7 +185,7 @@ def test_a_grammar_no_token_can_follow_is_the_requests_error(engine: LlamaEngine
     with pytest.raises(LlamaGrammarDeadEndException) as raw:
         list(engine.generate("hi", GenerationParams(grammar="root ::= <[0]>", max_tokens=3)))
     with pytest.raises(LlamaGrammarDeadEndException) as chat:
-        engine.create_completion([{"role": "user", "content": "hi"}], grammar="root ::= <[0]>",
+        engine.complete_chat([{"role": "user", "content": "hi"}], grammar="root ::= <[0]>",
                                  params=GenerationParams(max_tokens=3))
     for info in (raw, chat):
         assert isinstance(info.value, LlamaRequestException) and isinstance(info.value, LlamaInferenceException)

@@ -31,7 +31,7 @@ def test_logprobs_equal_llama_server(model_path, start_llama_server):
     })
     theirs = answer["choices"][0]["logprobs"]["content"]
     with LlamaEngine.load(model_path, engine_params_for(ServerConfig(model_path))) as engine:
-        completion = engine.create_completion(MESSAGES, params=GenerationParams(greedy=True, max_tokens=10),
+        completion = engine.complete_chat(MESSAGES, params=GenerationParams(greedy=True, max_tokens=10),
                                               logprobs=True, top_logprobs=5)
     ours = completion.to_openai("id", "m", 0)["choices"][0]["logprobs"]["content"]
     assert len(ours) == len(theirs) == 10

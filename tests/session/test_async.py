@@ -21,7 +21,7 @@ def test_stream_and_collect(engine: LlamaEngine) -> None:
         async for chunk in engine.acreate([{"role": "user", "content": "Hi"}],
                                           params=GenerationParams(greedy=True, max_tokens=6)):
             pieces.append(chunk.content or "")
-        reply = await AsyncLlamaEngine(engine).create_completion([{"role": "user", "content": "Hi"}],
+        reply = await AsyncLlamaEngine(engine).complete_chat([{"role": "user", "content": "Hi"}],
                                                                  params=GenerationParams(greedy=True, max_tokens=6))
         return "".join(pieces), reply.content
 

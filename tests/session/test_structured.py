@@ -136,7 +136,7 @@ def test_an_answer_cut_inside_a_character_keeps_whole_characters(smollm2: LlamaE
             smollm2.create_structured(ask, schema, params=GenerationParams(greedy=True, max_tokens=n))
         raw = cut.value.details["raw"]
         assert "\ufffd" not in raw and '"日本語のテキストです"'.startswith(raw.lstrip()), raw
-        reply = smollm2.create_completion(ask, params=GenerationParams(greedy=True, max_tokens=n),
+        reply = smollm2.complete_chat(ask, params=GenerationParams(greedy=True, max_tokens=n),
                                           response_format={"type": "json_schema", "json_schema": {"schema": schema}})
         cuts += reply.content.endswith("\ufffd")   # the reply itself is llama-server's text
     assert cuts > 0   # the cut did fall inside a character

@@ -112,10 +112,10 @@ def _embed(call: EmbeddingCall, state: ServerState, pooling: str, stop: threadin
     for tokens in inputs:
         _check_stop(stop)
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, pooling)
-        out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
         if pooling == "none":
-            vectors.append(out[0])
+            vectors.append(engine.embed_tokens([tokens], normalize=False)[0])
         else:
+            out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
             vectors.append(normalized(out[0], call.normalize))
     return vectors, sum(len(t) for t in inputs)
 

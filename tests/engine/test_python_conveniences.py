@@ -1,0 +1,93 @@
+"""The conveniences a Python user reaches for on llamact's own API (issue 28, part 2): sampling
+keywords as a shortcut for GenerationParams, ``to_openai()`` without arguments, ``complete_chat()``
+and the deprecated ``create_completion()``, native warnings kept off a terminal nobody configured."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from llamact import ChatRequest, GenerationParams, LlamaEngine, ModelParams
+from llamact.chat.oai import ChatRequestError
+from llamact.errors import LlamaRequestException
+
+pytestmark = pytest.mark.model
+
+ASK = [{"role": "user", "content": "Name a colour."}]
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2_path):
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=512, n_threads=2)) as eng:
+        yield eng
+
+
+def test_sampling_keywords_are_generation_params(engine):
+    by_keywords = engine.complete_chat(ASK, temperature=0, max_tokens=6)
+    by_params = engine.complete_chat(ASK, params=GenerationParams(temperature=0, max_tokens=6))
+    assert by_keywords.content == by_params.content and by_keywords.usage.completion_tokens == 6
+    # a keyword wins over the same field of params; the other fields of params stay
+    capped = engine.complete_chat(ASK, params=GenerationParams(greedy=True, max_tokens=50), max_tokens=2)
+    assert capped.usage.completion_tokens == 2 and capped.finish_reason == "length"
+    assert engine.complete("The sky is", max_tokens=3, temperature=0).text == \
+        engine.complete("The sky is", GenerationParams(max_tokens=3, temperature=0)).text
+
+
+def test_a_misspelt_keyword_names_the_nearest_of_either_kind(engine):
+    with pytest.raises(ChatRequestError, match="did you mean 'temperature'"):
+        engine.create(ASK, temprature=0)
+    with pytest.raises(ChatRequestError, match="did you mean 'tool_choice'"):
+        engine.create(ASK, tool_choise="auto")
+    with pytest.raises(LlamaRequestException, match="did you mean 'max_tokens'"):
+        engine.complete("x", max_token=3)
+
+
+def test_the_request_keeps_its_own_logprobs_and_grammar(engine):
+    """logprobs / top_logprobs / grammar are a chat request's fields: the keywords reach the request."""
+    reply = engine.complete_chat(ASK, max_tokens=2, greedy=True, logprobs=True, top_logprobs=2,
+                                 grammar='root ::= "red" | "blue"')
+    assert reply.content in ("red", "blue") and reply.logprobs and len(reply.logprobs[0].top_logprobs) == 2
+
+
+def test_to_openai_defaults_to_the_replys_own_id_model_and_time(engine):
+    reply = engine.complete_chat(ChatRequest(ASK), max_tokens=3, greedy=True)
+    first, again = reply.to_openai(), reply.to_openai()
+    assert first["id"] == again["id"] == reply.id and first["id"].startswith("chatcmpl-")
+    assert first["model"] == engine.model_name and first["created"] == reply.created
+    assert reply.to_openai("x", "m", 7)["id"] == "x"
+
+    chunks = list(engine.create(ASK, max_tokens=3, greedy=True).openai_chunks(include_usage=True))
+    assert len({c["id"] for c in chunks}) == 1 and {c["model"] for c in chunks} == {engine.model_name}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 3
+    with engine.create(ASK, max_tokens=1, greedy=True) as stream:
+        lone = next(stream).to_openai()
+    assert lone[0]["object"] == "chat.completion.chunk" and lone[0]["id"].startswith("chatcmpl-")
+
+
+def test_create_completion_is_complete_chat_with_a_warning(engine):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = engine.create_completion(ASK, max_tokens=4, greedy=True)
+    assert [w.category for w in caught] == [DeprecationWarning] and "complete_chat" in str(caught[0].message)
+    assert old.content == engine.complete_chat(ASK, max_tokens=4, greedy=True).content
+
+
+NATIVE_WARNING = """
+import logging, sys
+if sys.argv[2] == "configured":
+    logging.basicConfig()
+from llamact import LlamaEngine, ModelParams
+with LlamaEngine.load(sys.argv[1], ModelParams(n_ctx=128, n_threads=1)) as engine:
+    engine.embed(["hi"])   # SmolLM2 pools none: llama.cpp warns about the mean pooling asked for
+"""
+
+
+@pytest.mark.parametrize("logging_setup", ["none", "configured"])
+def test_native_warnings_reach_only_a_configured_logging(smollm2_path, logging_setup):
+    run = subprocess.run([sys.executable, "-c", NATIVE_WARNING, str(smollm2_path), logging_setup],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert ("pooling_type" in run.stderr) == (logging_setup == "configured"), run.stderr
