@@ -9,8 +9,9 @@ stdout: one JSON list, a result per case: {"ok": value} or {"error": "Type: mess
 (``kwargs.stream``) comes back as the list of its chunk dicts. Arguments written {"$bytes": str}
 become bytes (UTF-8); bytes results come back the same way (decoded as Latin-1, so exact). Each
 model (path and Llama kwargs) is loaded once, always with verbose=False. Two methods of the runner
-itself: ``_info`` (the chat format the peer chose and the version) and ``_top2`` (the two largest
-logits after evaluating ``args[0]``, a token list: where a greedy choice was close).
+itself: ``_info`` (the chat format the peer chose and the version), ``_attr`` (the attribute
+``args[0]``, e.g. metadata) and ``_top2`` (the two largest logits after evaluating ``args[0]``, a
+token list: how close a greedy choice was).
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ def _info(llm: llama_cpp.Llama) -> dict[str, Any]:
 def _top2(llm: llama_cpp.Llama, tokens: list[int]) -> list[list[float]]:
     llm.reset()
     llm.eval(tokens)
-    logits = llm.scores[llm.n_tokens - 1]
-    order = logits.argsort()[::-1][:2]
-    return [[int(i), float(logits[i])] for i in order]
+    # the last row as llama.cpp holds it (Llama.scores is only filled with logits_all=True)
+    row = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    logits = [row[i] for i in range(llm.n_vocab())]
+    order = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[:2]
+    return [[i, float(logits[i])] for i in order]
 
 
 def _kwargs(case: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +75,8 @@ def run(case: dict[str, Any], models: dict[str, llama_cpp.Llama]) -> Any:
     args = _decode_arg(case.get("args", []))
     if case["method"] == "_info":
         return _info(llm)
+    if case["method"] == "_attr":
+        return getattr(llm, args[0])
     if case["method"] == "_top2":
         return _top2(llm, *args)
     kwargs = _kwargs(case)
