@@ -299,6 +299,16 @@ class LlamaEngine:
         vocab = self.model.vocab
         return vocab.bos if vocab.add_bos else None
 
+    @property
+    def bos_token_id(self) -> int | None:
+        """The vocabulary's beginning-of-sequence token (None when it has none), added or not."""
+        return self.model.vocab.bos
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """The vocabulary's end-of-sequence token (None when it has none)."""
+        return self.model.vocab.eos
+
     def _token_text(self, token: int | None) -> str:
         return "" if token is None else self.token_piece(token).decode("utf-8", errors="replace")
 
