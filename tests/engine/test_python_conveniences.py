@@ -91,3 +91,11 @@ def test_native_warnings_reach_only_a_configured_logging(smollm2_path, logging_s
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert ("pooling_type" in run.stderr) == (logging_setup == "configured"), run.stderr
+
+
+def test_a_session_takes_the_sampling_keywords_too(engine):
+    from llamact import ChatSession
+
+    session = ChatSession(engine, "Be brief.")
+    reply = session.send("Name a colour.", max_tokens=3, temperature=0)
+    assert reply.usage.completion_tokens == 3 and session.history[-1]["role"] == "assistant"
