@@ -8,6 +8,7 @@ from .chat.deltas import ToolCallDelta
 from .chat.messages import ChatMessage, ToolCall
 from .chat.oai import ChatTool
 from .chat.request import ChatRequest
+from .compat import Llama
 from .engine import (
     AsyncChatStream,
     AsyncLlamaEngine,
@@ -43,6 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "build_info",
+    "Llama",
     "devices",
     "Device",
     "GenerationChunk",

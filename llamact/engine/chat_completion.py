@@ -61,6 +61,7 @@ class ChatStream:
         self.tokens: list[int] = []   # the generated token ids so far (llama-server's ``return_tokens``)
         self.logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
         self.stop_string: str | None = None   # the stop string that ended the reply, once it has ended
+        self.n_generated = 0    # once it has ended: the tokens generated, the end-of-generation one not counted
         self._started = False
         self.ended = False      # the final chunk was made: the reply is complete
         self._chunks: Generator[ChatChunk, None, None] = self._run()
@@ -175,6 +176,7 @@ class ChatStream:
         if piece.timings is None:
             return out
         self.stop_string = piece.stop_string
+        self.n_generated = piece.timings.n_generated
         if piece.end_token is not None:
             self.tokens.append(piece.end_token)
         if piece.text:

@@ -22,7 +22,7 @@ from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
-from ..errors import LlamaInferenceException, LlamaRequestException, LlamaStateException
+from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException, LlamaStateException
 from ..grammar.enforcement import refuse_unenforced
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
@@ -116,11 +116,18 @@ class LlamaEngine:
     @classmethod
     def load(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         params: ModelParams | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
     ) -> LlamaEngine:
-        """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel."""
+        """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's)."""
+        if (path is None) == (model_path is None):
+            raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
+        path = path if path is not None else model_path
+        assert path is not None
         params = params or ModelParams()
         context_options = ContextOptions(  # checked here, before the model takes time and memory
             n_ctx=params.n_ctx,
@@ -298,6 +305,16 @@ class LlamaEngine:
         """The beginning-of-sequence token when the model adds one to a prompt (None otherwise)."""
         vocab = self.model.vocab
         return vocab.bos if vocab.add_bos else None
+
+    @property
+    def bos_token_id(self) -> int | None:
+        """The vocabulary's beginning-of-sequence token (None when it has none), added or not."""
+        return self.model.vocab.bos
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """The vocabulary's end-of-sequence token (None when it has none)."""
+        return self.model.vocab.eos
 
     def _token_text(self, token: int | None) -> str:
         return "" if token is None else self.token_piece(token).decode("utf-8", errors="replace")
@@ -715,6 +732,10 @@ def _chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> 
     shortcut (``GenerationParams`` fields the request does not own) set over ``params``."""
     sampling, rest = split_sampling_keywords(options, CHAT_REQUEST_OWNED)
     unknown = [name for name in rest if name not in REQUEST_OPTIONS]
+    if "stream" in unknown:
+        raise ChatRequestError("create() always streams and complete_chat() returns the whole reply: drop stream= "
+                               "(llamact.compat.Llama.create_chat_completion takes it, as llama-cpp-python)",
+                               {"option": "stream"})
     if unknown:   # the nearest name among both kinds of keyword
         close = difflib.get_close_matches(unknown[0], sorted(REQUEST_OPTIONS | GENERATION_FIELDS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else " (see ChatRequest's and GenerationParams' fields)"

@@ -28,7 +28,7 @@ from ..chat.request import request_options as checked_options
 from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
-from ..engine.params import GenerationParams
+from ..engine.params import CHAT_REQUEST_OWNED, GenerationParams, split_sampling_keywords, with_sampling_keywords
 from ..errors import LlamaContextException, LlamaStateException
 from .persistence import SavedSession, load_session, save_session
 from .tools import ToolLoopResult, run_tool_loop
@@ -150,7 +150,12 @@ class ChatSession:
         reply; the reply joins the history when the stream ends. ``continue_previous_turn=True``
         instead continues the last assistant message (``content`` must be None): its text is extended
         in place. Raises LlamaContextException, before generating, when even the newest turn with
-        the system prompt does not fit (the new message stays in the history)."""
+        the system prompt does not fit (the new message stays in the history). Keywords that are
+        ``GenerationParams`` fields (``temperature``, ``max_tokens``, ...) are set over ``params``
+        (or the session's), as for ``LlamaEngine.create``."""
+        sampling_keywords, options = split_sampling_keywords(options, CHAT_REQUEST_OWNED)
+        if sampling_keywords:
+            params = with_sampling_keywords(params or self.params, sampling_keywords)
         if continue_previous_turn:
             if content is not None:
                 raise LlamaStateException("continue_previous_turn continues the last reply: pass no content")

@@ -91,3 +91,22 @@ def test_native_warnings_reach_only_a_configured_logging(smollm2_path, logging_s
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert ("pooling_type" in run.stderr) == (logging_setup == "configured"), run.stderr
+
+
+def test_a_session_takes_the_sampling_keywords_too(engine):
+    from llamact import ChatSession
+
+    session = ChatSession(engine, "Be brief.")
+    reply = session.send("Name a colour.", max_tokens=3, temperature=0)
+    assert reply.usage.completion_tokens == 3 and session.history[-1]["role"] == "assistant"
+
+
+def test_model_path_is_loads_other_name_and_stream_is_explained(smollm2_path, engine):
+    from llamact.errors import LlamaModelException
+
+    with LlamaEngine.load(model_path=smollm2_path, params=ModelParams(n_ctx=128, n_threads=1)) as other:
+        assert other.model_name == engine.model_name
+    with pytest.raises(LlamaModelException, match="once"):
+        LlamaEngine.load(smollm2_path, model_path=smollm2_path)
+    with pytest.raises(ChatRequestError, match="complete_chat"):
+        engine.create(ASK, stream=True)
