@@ -7,8 +7,9 @@ starts it as a subprocess. stdin: a JSON list of cases, each
 
 stdout: one JSON list, a result per case: {"ok": value} or {"error": "Type: message"}. A stream
 (``kwargs.stream``) comes back as the list of its chunk dicts. Arguments written {"$bytes": str}
-become bytes (UTF-8); bytes results come back the same way (decoded as Latin-1, so exact). Each
-model (path and Llama kwargs) is loaded once, always with verbose=False. Two methods of the runner
+become bytes (UTF-8); bytes results come back the same way (decoded as Latin-1, so exact), numpy
+scalars (the peer's logprobs are float32) as numbers. Each model (path and Llama kwargs) is loaded
+once, always with verbose=False, and reset before each request. Two methods of the runner
 itself: ``_info`` (the chat format the peer chose and the version), ``_attr`` (the attribute
 ``args[0]``, e.g. metadata) and ``_top2`` (the two largest logits after evaluating ``args[0]``, a
 token list: how close a greedy choice was).
@@ -35,6 +36,8 @@ def _decode_arg(value: Any) -> Any:
 
 
 def _encode_result(value: Any) -> Any:
+    if hasattr(value, "dtype") and hasattr(value, "item"):  # a numpy scalar (the peer's logprobs)
+        return value.item()
     if isinstance(value, bytes):
         return {"$bytes": value.decode("latin-1")}
     if isinstance(value, dict):
@@ -80,6 +83,7 @@ def run(case: dict[str, Any], models: dict[str, llama_cpp.Llama]) -> Any:
     if case["method"] == "_top2":
         return _top2(llm, *args)
     kwargs = _kwargs(case)
+    llm.reset()  # every request from a fresh evaluation (no prefix of the previous one reused)
     result = getattr(llm, case["method"])(*args, **kwargs)
     if kwargs.get("stream"):
         result = list(result)

@@ -26,7 +26,9 @@ from compat_shapes import (
     assert_shape,
     shape_errors,
 )
+
 from llamact.compat import Llama, LlamaGrammar, LlamaState, LogitsProcessorList, StoppingCriteriaList
+from llamact.errors import LlamaUnsupportedException
 
 pytestmark = pytest.mark.model
 
@@ -57,8 +59,15 @@ def llm(smollm2_path: Path) -> Llama:
 
 def _content(response: dict) -> str:
     content = response["choices"][0]["message"]["content"]
-    assert isinstance(content, str)
+    assert isinstance(content, str), response
     return content
+
+
+def _json(response: dict) -> object:
+    try:
+        return json.loads(_content(response))
+    except json.JSONDecodeError as exc:
+        pytest.fail(f"not JSON ({exc}): {response}")
 
 
 def test_shape_checker_finds_what_departs() -> None:
@@ -98,7 +107,9 @@ def test_create_completion_is_call(llm: Llama) -> None:
 
 
 def test_text_completion_stream(llm: Llama) -> None:
+    llm.reset()  # each from a fresh evaluation: see test_chat_completion_stream
     whole = llm(PLANETS, max_tokens=12, temperature=0)
+    llm.reset()
     chunks = list(llm(PLANETS, max_tokens=12, temperature=0, stream=True))
     assert len(chunks) > 1
     for chunk in chunks:
@@ -139,7 +150,12 @@ def test_chat_completion_readme_example(model: str, request: pytest.FixtureReque
 
 def test_chat_completion_stream(llm: Llama) -> None:
     messages = [{"role": "user", "content": "What is the capital of France?"}]
+    # Each from a fresh evaluation: like llama-cpp-python, llamact reuses the evaluated prefix of a
+    # repeated prompt, and logits computed in another batch split differ in their last bits (here
+    # enough to flip a near tie of SmolLM2's).
+    llm.reset()
     whole = llm.create_chat_completion(messages=messages, max_tokens=16, temperature=0)
+    llm.reset()
     chunks = list(llm.create_chat_completion(messages=messages, max_tokens=16, temperature=0, stream=True))
     for chunk in chunks:
         assert_shape(chunk, CHAT_CHUNK)
@@ -153,14 +169,23 @@ def test_chat_completion_stream(llm: Llama) -> None:
 
 # -- JSON and JSON Schema mode ---------------------------------------------------------------
 
+# The JSON examples sample (temperature 0.7): from a fresh evaluation, so that the seed alone decides
+# (an evaluated prefix reused from the previous test changes the logits' last bits). max_tokens is
+# the one addition, a guard: SmolLM2 can repeat a word inside a JSON string until the context ends
+# (2,014 tokens, half a minute, seen here), which must fail (unparsable) rather than take the time.
+JSON_GUARD = 128
+
+
 def test_json_mode(llm: Llama) -> None:
+    llm.reset()
     response = llm.create_chat_completion(messages=JSON_MESSAGES, response_format={"type": "json_object"},
-                                          temperature=0.7)
+                                          temperature=0.7, max_tokens=JSON_GUARD)
     assert_shape(response, CHAT_COMPLETION)
-    assert isinstance(json.loads(_content(response)), dict)
+    assert isinstance(_json(response), dict)
 
 
 def test_json_schema_mode(llm: Llama) -> None:
+    llm.reset()
     response = llm.create_chat_completion(
         messages=JSON_MESSAGES,
         response_format={
@@ -168,15 +193,21 @@ def test_json_schema_mode(llm: Llama) -> None:
             "schema": {"type": "object", "properties": {"team_name": {"type": "string"}}, "required": ["team_name"]},
         },
         temperature=0.7,
+        max_tokens=JSON_GUARD,
     )
     assert_shape(response, CHAT_COMPLETION)
-    assert isinstance(json.loads(_content(response))["team_name"], str)
+    value = _json(response)
+    assert isinstance(value, dict) and isinstance(value["team_name"], str)
 
 
 # -- function calling ------------------------------------------------------------------------
 
-def test_function_calling_readme_example(smollm2_path: Path) -> None:
-    llm = Llama(model_path=str(smollm2_path), chat_format="chatml-function-calling", n_threads=2, verbose=False)
+def test_function_calling_readme_example(llm: Llama, smollm2_path: Path) -> None:
+    # The README's Llama(..., chat_format="chatml-function-calling") names one of llama-cpp-python's
+    # hand-written formatters: llamact refuses it by name (the model's own template renders tools);
+    # the migration drops the argument, and the call itself runs unchanged.
+    with pytest.raises(LlamaUnsupportedException, match="chat_format"):
+        Llama(model_path=str(smollm2_path), chat_format="chatml-function-calling", verbose=False)
     response = llm.create_chat_completion(
         messages=[
             {"role": "system", "content": "A chat between a curious user and an artificial intelligence assistant. "
@@ -215,12 +246,12 @@ def test_create_embedding_readme_example(embedder: Llama) -> None:
     assert [d["index"] for d in two["data"]] == [0, 1] and len(one["data"]) == 1
     assert two["data"][0]["embedding"] == one["data"][0]["embedding"]
     n_embd = _n_embd(embedder)
-    for response in (one, two):
-        for item in response["data"]:
+    for response, texts in ((one, ["Hello, world!"]), (two, ["Hello, world!", "Goodbye, world!"])):
+        for item, text in zip(response["data"], texts, strict=True):
             vector = np.asarray(item["embedding"])  # one per text, or one per token (no pooling)
             assert vector.shape[-1] == n_embd and np.isfinite(vector).all()
             if vector.ndim == 2:
-                assert vector.shape[0] == len(embedder.tokenize(b"Hello, world!"))
+                assert vector.shape[0] == len(embedder.tokenize(text.encode()))
     assert two["usage"]["prompt_tokens"] == two["usage"]["total_tokens"] > one["usage"]["total_tokens"]
 
 
@@ -290,8 +321,8 @@ def test_grammar_from_json_schema(llm: Llama) -> None:
     response = llm.create_chat_completion(
         messages=[{"role": "user", "content": "Name a big city and its population, as JSON."}],
         grammar=grammar, temperature=0, max_tokens=48)
-    value = json.loads(_content(response))
-    assert isinstance(value["city"], str) and type(value["population"]) is int
+    value = _json(response)
+    assert isinstance(value, dict) and isinstance(value["city"], str) and type(value["population"]) is int
 
 
 def test_logits_processor(llm: Llama) -> None:
