@@ -8,8 +8,9 @@ starts it as a subprocess. stdin: a JSON list of cases, each
 stdout: one JSON list, a result per case: {"ok": value} or {"error": "Type: message"}. A stream
 (``kwargs.stream``) comes back as the list of its chunk dicts. Arguments written {"$bytes": str}
 become bytes (UTF-8); bytes results come back the same way (decoded as Latin-1, so exact), numpy
-scalars (the peer's logprobs are float32) as numbers. Each model (path and Llama kwargs) is loaded
-once, always with verbose=False, and reset before each request. Two methods of the runner
+scalars (the peer's logprobs are float32) as numbers. Each model (path and Llama kwargs, among them
+``chat_template_file``: a Jinja template rendered instead of the GGUF's) is loaded once, always
+with verbose=False, and reset before each request. Two methods of the runner
 itself: ``_info`` (the chat format the peer chose and the version), ``_attr`` (the attribute
 ``args[0]``, e.g. metadata) and ``_top2`` (the two largest logits after evaluating ``args[0]``, a
 token list: how close a greedy choice was).
@@ -62,6 +63,16 @@ def _top2(llm: llama_cpp.Llama, tokens: list[int]) -> list[list[float]]:
     return [[i, float(logits[i])] for i in order]
 
 
+def _template_handler(llm: llama_cpp.Llama, template: str) -> Any:
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def text(token: int) -> str:
+        return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    return Jinja2ChatFormatter(template=template, eos_token=text(llm.token_eos()), bos_token=text(llm.token_bos()),
+                               stop_token_ids=[llm.token_eos()]).to_chat_handler()
+
+
 def _kwargs(case: dict[str, Any]) -> dict[str, Any]:
     kwargs = _decode_arg(case.get("kwargs", {}))
     grammar = kwargs.pop("grammar_gbnf", None)  # a grammar is an object: sent as its text
@@ -73,7 +84,11 @@ def _kwargs(case: dict[str, Any]) -> dict[str, Any]:
 def run(case: dict[str, Any], models: dict[str, llama_cpp.Llama]) -> Any:
     key = json.dumps([case["model"], case.get("llama", {})], sort_keys=True)
     if key not in models:
-        models[key] = llama_cpp.Llama(model_path=case["model"], verbose=False, **case.get("llama", {}))
+        options = dict(case.get("llama", {}))
+        template = options.pop("chat_template_file", None)
+        models[key] = llm = llama_cpp.Llama(model_path=case["model"], verbose=False, **options)
+        if template is not None:  # the peer's way to another Jinja template: a handler made from it
+            llm.chat_handler = _template_handler(llm, open(template, encoding="utf-8").read())
     llm = models[key]
     args = _decode_arg(case.get("args", []))
     if case["method"] == "_info":

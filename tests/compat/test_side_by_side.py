@@ -29,6 +29,7 @@ from compat_peer import peer_version
 from compat_shapes import key_tree
 
 from llamact.compat import Llama
+from llamact.parity.server_cases import ONE_TOOL, WEATHER_CALLS
 
 pytestmark = pytest.mark.model
 
@@ -62,6 +63,8 @@ USER_DETAIL = {"type": "function", "function": {"name": "UserDetail", "parameter
     "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
     "required": ["name", "age"]}}}
 TOOL_MESSAGES = [{"role": "user", "content": "Extract Jason is 25 years old"}]
+HERMES = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"  # a template of the vendored tree (models/templates)
+SMALL_TALK = [{"role": "user", "content": "Hi! How are you?"}]  # nothing that calls for a tool
 STREAMED = ("france", "turns")  # the completion and the chat streamed
 EMBED_TEXTS = ["Hello, world!", "Goodbye, world!"]
 EMBED_INPUTS: list[Any] = [EMBED_TEXTS[0], EMBED_TEXTS]
@@ -97,6 +100,13 @@ def _cases() -> dict[str, dict[str, Any]]:
                                  tool_choice=forced, max_tokens=48, **GREEDY)
     cases["tool/forced-stream"] = _case("smollm2", "create_chat_completion", messages=TOOL_MESSAGES,
                                         tools=[USER_DETAIL], tool_choice=forced, max_tokens=48, stream=True, **GREEDY)
+    # a template with a tool-call format (SmolLM2 calls tools through Hermes 3's, greedy), flash
+    # attention on for both: with it off, llamact's logits put "<tool_response>" a near tie ahead
+    hermes = {"chat_template_file": HERMES, "flash_attn": True}
+    cases["tool/auto-hermes"] = _case("smollm2", "create_chat_completion", messages=WEATHER_CALLS, tools=ONE_TOOL,
+                                      tool_choice="auto", max_tokens=40, **GREEDY, llama=hermes)
+    cases["tool/required-hermes"] = _case("smollm2", "create_chat_completion", messages=SMALL_TALK, tools=ONE_TOOL,
+                                          tool_choice="required", max_tokens=40, **GREEDY, llama=hermes)
     for model in ("smollm2", "gemma3"):
         for text in TOKENIZE_TEXTS:
             for add_bos in (True, False):
@@ -120,23 +130,40 @@ def paths(smollm2_path: Path, gemma3_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def peer_answers(peer: Any, paths: dict[str, str]) -> dict[str, Any]:
+def hermes_template(repo_root: Path) -> Path:
+    path = repo_root / "vendor" / "llama.cpp" / "models" / "templates" / f"{HERMES}.jinja"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run scripts/vendor_llama_cpp.py")
+    return path
+
+
+@pytest.fixture(scope="module")
+def peer_answers(peer: Any, paths: dict[str, str], hermes_template: Path) -> dict[str, Any]:
     """The peer's answer to every case, from one run."""
-    cases = {name: {**case, "model": paths[case["model"]]} for name, case in CASES.items()}
+    def located(llama: dict[str, Any]) -> dict[str, Any]:
+        return {**llama, "chat_template_file": str(hermes_template)} if "chat_template_file" in llama else llama
+
+    cases = {name: {**case, "model": paths[case["model"]], "llama": located(case["llama"])}
+             for name, case in CASES.items()}
     return dict(zip(cases, peer(list(cases.values())), strict=True))
 
 
 @pytest.fixture(scope="module")
-def llms(paths: dict[str, str]) -> dict[tuple[str, bool], Llama]:
-    """llamact.compat's Llama for each model (and SmolLM2 with embedding=True), loaded once."""
-    return {(name, embedding): Llama(model_path=path, verbose=False, embedding=embedding, **LLAMA)
+def llms(paths: dict[str, str], hermes_template: Path) -> dict[tuple[str, bool], Llama]:
+    """llamact.compat's Llama for each model (and SmolLM2 with embedding=True, and with Hermes 3's
+    template: llamact takes the Jinja source as chat_template), loaded once."""
+    llms = {(name, embedding): Llama(model_path=path, verbose=False, embedding=embedding, **LLAMA)
             for name, path in paths.items() for embedding in (False, True) if name == "smollm2" or not embedding}
+    llms[("hermes", False)] = Llama(model_path=paths["smollm2"], verbose=False, flash_attn=True,
+                                    chat_template=hermes_template.read_text(), **LLAMA)
+    return llms
 
 
 def _ours(llms: dict[tuple[str, bool], Llama], case: dict[str, Any]) -> Any:
     """llamact's answer to a case, as the peer's runner calls it."""
     # logits_all: llamact gives logprobs without it (one Llama serves both)
-    llm = llms[(case["model"], bool(case["llama"].get("embedding")))]
+    model = "hermes" if "chat_template_file" in case["llama"] else case["model"]
+    llm = llms[(model, bool(case["llama"].get("embedding")))]
     args = [a["$bytes"].encode() if isinstance(a, dict) else a for a in case["args"]]
     if case["method"] == "_attr":
         return getattr(llm, args[0])
@@ -243,6 +270,34 @@ def test_forced_tool_call_stream(peer_answers: dict[str, Any], llms: dict[tuple[
     assert keys(ours) == keys(theirs)
     assert ours[-1]["choices"][0]["finish_reason"] == theirs[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert set(json.loads(arguments(ours))) == set(json.loads(arguments(theirs))) == {"name", "age"}
+
+
+def test_tool_call_parsed_where_the_peer_returns_text(peer_answers: dict[str, Any],
+                                                     llms: dict[tuple[str, bool], Llama]) -> None:
+    """llamact's improvement: a tool call the model makes is parsed into tool_calls. The peer's
+    handler for a GGUF (or Jinja) template returns it as text: its text says what the call was."""
+    theirs = _peer(peer_answers, "tool/auto-hermes")["choices"][0]
+    ours = _ours(llms, CASES["tool/auto-hermes"])["choices"][0]
+    assert "tool_calls" not in theirs["message"] and theirs["finish_reason"] == "stop"
+    said = theirs["message"]["content"].strip()
+    assert said.startswith("<tool_call>") and said.endswith("</tool_call>"), said
+    call = json.loads(said.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+    assert ours["finish_reason"] == "tool_calls" and not ours["message"]["content"]
+    (parsed,) = ours["message"]["tool_calls"]
+    assert parsed["function"]["name"] == call["name"]
+    assert json.loads(parsed["function"]["arguments"]) == call["arguments"]
+
+
+def test_required_tool_choice_makes_a_call(peer_answers: dict[str, Any], llms: dict[tuple[str, bool], Llama]) -> None:
+    """llamact's improvement: tool_choice="required" is honoured (the peer honours only a named
+    choice: "required" leaves its reply free, here small talk); the template has a tool-call format."""
+    theirs = _peer(peer_answers, "tool/required-hermes")["choices"][0]
+    assert "tool_calls" not in theirs["message"] and theirs["message"]["content"]
+    ours = _ours(llms, CASES["tool/required-hermes"])["choices"][0]
+    assert ours["finish_reason"] == "tool_calls", ours
+    (call,) = ours["message"]["tool_calls"]
+    assert call["function"]["name"] == ONE_TOOL[0]["function"]["name"]
+    assert isinstance(json.loads(call["function"]["arguments"]), dict)
 
 
 # -- tokenizer and embeddings ----------------------------------------------------------------
