@@ -289,8 +289,9 @@ def test_tool_call_parsed_where_the_peer_returns_text(peer_answers: dict[str, An
 
 
 def test_required_tool_choice_makes_a_call(peer_answers: dict[str, Any], llms: dict[tuple[str, bool], Llama]) -> None:
-    """llamact's improvement: tool_choice="required" is honoured (the peer honours only a named
-    choice: "required" leaves its reply free, here small talk); the template has a tool-call format."""
+    """tool_choice="required" in OpenAI's meaning (a call must come): the peer honours only a named
+    choice ("required" leaves its reply free, here small talk); llamact's chat docstring promises
+    tool_calls for every tool choice, and the template has a tool-call format."""
     theirs = _peer(peer_answers, "tool/required-hermes")["choices"][0]
     assert "tool_calls" not in theirs["message"] and theirs["message"]["content"]
     ours = _ours(llms, CASES["tool/required-hermes"])["choices"][0]
