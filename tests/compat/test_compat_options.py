@@ -79,3 +79,9 @@ def test_bad_grammars_and_requests_are_llama_exceptions(llm):
                                    tool_choice={"type": "function", "function": {"name": "g"}})
     with pytest.raises(LlamaException):
         llm.create_completion("x " * 600)   # more than the 512-token context
+
+
+def test_n_ctx_0_is_the_models_training_context(smollm2_path):
+    # llama-cpp-python's (and llama.cpp's) meaning; llama_context_default_params() would say 512
+    with Llama(str(smollm2_path), n_ctx=0, verbose=False) as model:
+        assert model.n_ctx() == int(model.metadata["llama.context_length"]) > 512
