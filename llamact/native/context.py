@@ -194,8 +194,8 @@ class Context(NativeHandle):
             raise LlamaContextException("n_seq_max must be at least 1", {"n_seq_max": options.n_seq_max})
         lib = model._lib
         params = lib.llama_context_default_params()
-        if options.n_ctx:
-            params.n_ctx = options.n_ctx
+        # 0 is llama.cpp's "the model's training context"; llama_context_default_params says 512
+        params.n_ctx = options.n_ctx
         if options.n_batch:
             params.n_batch = options.n_batch
         if options.n_ubatch:

@@ -46,11 +46,13 @@ def test_options_at_their_default_and_model_params_fields_are_accepted(smollm2_p
         assert (params.type_k, params.type_v, params.n_ctx, params.n_gpu_layers) == ("q8_0", "f16", 256, 0)
 
 
-def test_chat_format_chatml_is_the_built_in_template(gemma3_path):
-    # Gemma 3's own template is not ChatML: "chatml" replaces it, as llama-server's --chat-template chatml
-    with Llama(str(gemma3_path), n_ctx=256, verbose=False, chat_format="chatml") as model:
-        prompt = model.engine.chat_prompt([{"role": "user", "content": "Hi"}])
-    assert prompt.startswith("<|im_start|>user\nHi<|im_end|>") and "<start_of_turn>" not in prompt
+def test_chat_format_chatml_is_the_built_in_template(smollm2_path, llm):
+    # SmolLM2's own template adds its default system prompt; the built-in ChatML one does not
+    ask = [{"role": "user", "content": "Hi"}]
+    assert "named SmolLM" in llm.engine.chat_prompt(ask)
+    with Llama(str(smollm2_path), n_ctx=256, verbose=False, chat_format="chatml") as model:
+        prompt = model.engine.chat_prompt(ask)
+    assert prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 
 
 @pytest.mark.parametrize(("call", "named"), [
@@ -79,3 +81,9 @@ def test_bad_grammars_and_requests_are_llama_exceptions(llm):
                                    tool_choice={"type": "function", "function": {"name": "g"}})
     with pytest.raises(LlamaException):
         llm.create_completion("x " * 600)   # more than the 512-token context
+
+
+def test_n_ctx_0_is_the_models_training_context(smollm2_path):
+    # llama-cpp-python's (and llama.cpp's) meaning; llama_context_default_params() would say 512
+    with Llama(str(smollm2_path), n_ctx=0, verbose=False) as model:
+        assert model.n_ctx() == int(model.metadata["llama.context_length"]) > 512
