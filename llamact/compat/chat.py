@@ -9,10 +9,11 @@ Streamed: ``chat.completion.chunk`` dicts, the first with ``delta: {"role": "ass
 
 What is llamact's and better: the prompt is the model's own chat template as llama-server renders it
 (not one of llama-cpp-python's hand-written ``chat_format`` guesses), tools reach the template, and
-the reply is parsed as llama-server parses it: tool calls come back in ``message.tool_calls`` (with
-``function_call``, llama-cpp-python's legacy field, for the first) and finish reason "tool_calls"
-for every tool choice, not only a named one; a reasoning model's thought is ``reasoning_content``,
-apart from ``content``.
+the reply is parsed as llama-server parses it: a tool call the model makes comes back in
+``message.tool_calls`` (with ``function_call``, llama-cpp-python's legacy field, for the first) and
+finish reason "tool_calls" whatever the tool choice (llama-cpp-python parses only a named one and
+returns any other call as text); a reasoning model's thought is ``reasoning_content``, apart from
+``content``. ``tool_choice`` "required" is llama-server's: its grammar lets content come first.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def _chunks(chat: ChatStream, model: str, forced: str | None = None) -> Iterator
             if forced is not None and chunk.finish_reason is not None:
                 chunk = chunk._replace(finish_reason="tool_calls")
             delta = _delta(chunk)
+            if forced is not None and (chunk.role is not None or chunk.finish_reason is not None):
+                # llama-cpp-python's forced-call stream spells the opening and closing deltas' keys out
+                delta = {"role": chunk.role, "content": None, "function_call": None, "tool_calls": None}
             if delta is None and chunk.finish_reason is None:
                 continue
             yield {**head, "choices": [{"index": 0, "delta": delta or {}, "logprobs": _logprobs(chunk.logprobs),

