@@ -4,11 +4,10 @@ and the deprecated ``create_completion()``, native warnings kept off a terminal 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import warnings
 
 import pytest
+from child_process import run_child
 
 from llamact import ChatRequest, GenerationParams, LlamaEngine, ModelParams
 from llamact.chat.oai import ChatRequestError
@@ -86,9 +85,8 @@ with LlamaEngine.load(sys.argv[1], ModelParams(n_ctx=128, n_threads=1)) as engin
 
 
 @pytest.mark.parametrize("logging_setup", ["none", "configured"])
-def test_native_warnings_reach_only_a_configured_logging(smollm2_path, logging_setup):
-    run = subprocess.run([sys.executable, "-c", NATIVE_WARNING, str(smollm2_path), logging_setup],
-                         capture_output=True, text=True, timeout=120)
+def test_native_warnings_reach_only_a_configured_logging(smollm2_path, logging_setup, tmp_path):
+    run = run_child(NATIVE_WARNING, str(smollm2_path), logging_setup, cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     assert ("pooling_type" in run.stderr) == (logging_setup == "configured"), run.stderr
 
