@@ -77,6 +77,12 @@ class LlamaGrammarDeadEndException(LlamaInferenceException, LlamaRequestExceptio
     constraint cannot be met (e.g. a schema whose minimum is above its maximum)."""
 
 
+class LlamaTokenLimitException(LlamaInferenceException, LlamaRequestException):
+    """A text holds more tokens than the caller's limit; ``details["at_least"]`` is a count it surely
+    reaches (a huge text is counted on a prefix, see ``llamact.native.token_limit``) and
+    ``details["exact"]`` whether that count is the whole text's."""
+
+
 __all__ = [
     "LlamaException",
     "LlamaModelException",
@@ -88,4 +94,5 @@ __all__ = [
     "LlamaTemplateException",
     "LlamaSamplerParameterException",
     "LlamaGrammarDeadEndException",
+    "LlamaTokenLimitException",
 ]

@@ -227,7 +227,7 @@ class BatchScheduler:
         """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens parsed)."""
         params = params or GenerationParams()
         engine = self.engine
-        tokens = engine.tokenize(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
+        tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)
         sampler = GuidedSampler(engine.model, sampler_specs(replace(params, grammar=None)),
                                 grammar=Grammar(params.grammar) if params.grammar else None)

@@ -22,7 +22,14 @@ from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
-from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException, LlamaStateException
+from ..errors import (
+    LlamaContextException,
+    LlamaInferenceException,
+    LlamaModelException,
+    LlamaRequestException,
+    LlamaStateException,
+    LlamaTokenLimitException,
+)
 from ..grammar.enforcement import refuse_unenforced
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
@@ -220,8 +227,23 @@ class LlamaEngine:
 
     # -- tokens ----------------------------------------------------------------------------
 
-    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        return self.model.vocab.tokenize(text, add_special, parse_special)
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True,
+                 limit: int | None = None) -> list[int]:
+        """Text -> ids; with ``limit``, more tokens than that raise ``LlamaTokenLimitException``
+        without all of a huge text being tokenized first."""
+        return self.model.vocab.tokenize(text, add_special, parse_special, limit=limit)
+
+    def prompt_tokens(self, text: str | bytes) -> list[int]:
+        """A prompt's ids (special tokens added and parsed); one of more tokens than the whole context
+        raises ``LlamaContextException`` before all of a huge text is tokenized (a 20 MB prompt would
+        otherwise hold a gigabyte in llama.cpp's tokenizer only to be refused)."""
+        try:
+            return self.tokenize(text, add_special=True, parse_special=True, limit=self.n_ctx)
+        except LlamaTokenLimitException as exc:
+            n = f"{'' if exc.details['exact'] else 'at least '}{exc.details['at_least']}"
+            raise LlamaContextException(
+                f"the prompt ({n} tokens) does not fit the context ({self.n_ctx} tokens); use a larger n_ctx "
+                "or a shorter prompt", {"n_prompt": exc.details["at_least"], "n_ctx": self.n_ctx}) from None
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
         return self.model.vocab.detokenize(tokens, remove_special=False, unparse_special=render_special)
@@ -380,7 +402,7 @@ class LlamaEngine:
     def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
         # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
         if isinstance(prompt, (str, bytes, bytearray)):
-            return self.tokenize(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
+            return self.prompt_tokens(bytes(prompt) if isinstance(prompt, bytearray) else prompt)
         return list(prompt)
 
     def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
@@ -669,7 +691,7 @@ class LlamaEngine:
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
                                   is_continuation=request.is_continuation)
-        tokens = self.tokenize(result.prompt, add_special=True, parse_special=True)
+        tokens = self.prompt_tokens(result.prompt)
         # the one channel of a user grammar in a chat request is the request's; the sampler reads it
         # from the generation settings, as it does for a raw prompt
         sampling = chat_sampler_config(self, result, replace(params, grammar=request.grammar or None),

@@ -39,8 +39,9 @@ class Tokenizer:
     def n_vocab(self) -> int:
         return self._model.vocab.n_tokens
 
-    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        return self._model.vocab.tokenize(text, add_special, parse_special)
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True,
+                 limit: int | None = None) -> list[int]:
+        return self._model.vocab.tokenize(text, add_special, parse_special, limit=limit)
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
         return self._model.vocab.detokenize(tokens, remove_special=False, unparse_special=render_special)

@@ -20,6 +20,7 @@ from ._library import native
 from .devices import DeviceList, devices_named, local_default_devices
 from .shim import ErrorBuffer
 from .text import c_string, utf8
+from .token_limit import tokenize_within
 
 GGUF_MAGIC = b"GGUF"
 
@@ -495,10 +496,18 @@ class Vocab:
     def attributes(self, token: int) -> llama_h.LlamaTokenAttr:
         return llama_h.LlamaTokenAttr(int(self._call("llama_vocab_get_attr", self._check_token(token))))
 
-    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False,
+                 limit: int | None = None) -> list[int]:
         """Text -> token ids. ``add_special`` adds BOS/EOS as the model asks; ``parse_special``
-        turns special-token text such as ``<|im_start|>`` into its token."""
+        turns special-token text such as ``<|im_start|>`` into its token. With ``limit``, a text of
+        more tokens raises :class:`~llamact.errors.LlamaTokenLimitException`, counted without
+        tokenizing all of a huge text (see that module)."""
         raw = utf8(text, "the text to tokenize") if isinstance(text, str) else bytes(text)
+        if limit is not None:
+            return tokenize_within(lambda part: self._tokenize(part, add_special, parse_special), raw, limit)
+        return self._tokenize(raw, add_special, parse_special)
+
+    def _tokenize(self, raw: bytes, add_special: bool, parse_special: bool) -> list[int]:
         if len(raw) > 2**31 - 16:
             raise LlamaInferenceException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
         capacity = len(raw) + 8
@@ -514,7 +523,7 @@ class Vocab:
             raise LlamaInferenceException(
                 f"tokenization failed (llama.cpp returned {n} for room for {capacity} tokens)", {"bytes": len(raw)}
             )
-        return list(buf[:n])
+        return buf[:n]   # a ctypes slice is already a list
 
     def token_to_piece(self, token: int, special: bool = False, lstrip: int = 0) -> bytes:
         """One token's bytes. A piece may be part of a UTF-8 sequence; join before decoding."""

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ...errors import LlamaInferenceException
+from ...errors import LlamaInferenceException, LlamaTokenLimitException
 from ..protocol import RequestError, exception_response, read_chat
 from ..state import state_of
 from .body import json_body
@@ -67,12 +67,15 @@ def _tokens(engine: Any, body: Any, limit: int) -> Any:
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, str):
         raise RequestError("'content' must be a string")
-    try:
+    try:   # the limit counted as it tokenizes: a huge text is refused before all of it is tokenized
         tokens = engine.tokenize(content, add_special=bool(body.get("add_special", False)),
-                                 parse_special=bool(body.get("parse_special", True)))
+                                 parse_special=bool(body.get("parse_special", True)), limit=limit)
+    except LlamaTokenLimitException as exc:   # before its pieces, ten times the memory
+        what = "'content' is" if exc.details["exact"] else "'content' is at least"
+        _check_count(exc.details["at_least"], limit, what)
+        raise
     except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
         raise RequestError(f"'content': {exc}") from None
-    _check_count(len(tokens), limit, "'content' is")   # before its pieces, ten times the memory
     if not body.get("with_pieces", False):
         return {"tokens": tokens}
     out = []
