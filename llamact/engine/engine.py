@@ -142,6 +142,7 @@ class LlamaEngine:
             n_ubatch=params.n_ubatch,
             n_threads=params.n_threads or 0,
             n_threads_batch=params.n_threads_batch or 0,
+            adaptive_threads=params.adaptive_threads,
             flash_attn=params.flash_attn,
             type_k=params.type_k,
             type_v=params.type_v,

@@ -35,6 +35,9 @@ class ModelParams:
     n_ubatch: int = 512
     n_threads: int | None = None
     n_threads_batch: int | None = None
+    # one-token decodes use fewer threads while other work holds the cores (ggml's spinning barriers
+    # collapse on shared cores: llamact/native/thread_governor.py); False keeps exactly n_threads
+    adaptive_threads: bool = True
     n_gpu_layers: int = -1
     main_gpu: int = 0
     split_mode: str = "layer"

@@ -6,7 +6,8 @@ import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from ._library import native
 from .batch import Batch  # re-exported: a batch is made for a context
 from .model import Model
 from .shim import DECODE_EXCEPTION, ErrorBuffer
+from .thread_governor import ThreadGovernor
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class ContextOptions:
     n_seq_max: int = 1
     n_threads: int = 0        # 0 = upstream default (cores, capped at 4... see llama.h)
     n_threads_batch: int = 0
+    adaptive_threads: bool = True  # fewer decode threads while the machine is busy (thread_governor.py)
     flash_attn: bool | None = None   # None = auto
     embeddings: bool = False
     offload_kqv: bool = True
@@ -54,6 +57,16 @@ class ContextOptions:
                 "set flash_attn=True or None, or use type_v='f16'",
                 {"type_v": self.type_v, "flash_attn": False},
             )
+
+
+def _thread_setter(context: weakref.ref[Context], n_threads_batch: int) -> Callable[[int], None]:
+    """The governor's hand on its context, weak: a context dropped without close() is still freed
+    when its last reference goes, not at the next garbage collection."""
+    def set_threads(n: int) -> None:
+        live = context()
+        if live is not None:
+            live.set_threads(n, n_threads_batch)
+    return set_threads
 
 
 #: the KV cache types llama.cpp's own tools accept (common/arg.cpp's kv_cache_types)
@@ -266,6 +279,10 @@ class Context(NativeHandle):
             # (keep_prefix must know); llama.cpp's default is full-size, then nothing is forgotten.
             self._swa_forgets = 0 if params.swa_full else int(lib.llama_model_n_swa(model_ptr))
             model._adopt(self)
+        # one-token decodes on the CPU with several threads: their count follows what the cores allow
+        self.governor: ThreadGovernor | None = None
+        if options.adaptive_threads and threads > 1 and not gpu_offload and not options.no_perf:
+            self.governor = ThreadGovernor(threads, _thread_setter(weakref.ref(self), int(params.n_threads_batch)))
 
     def close(self) -> None:
         """Abort a decode in progress in another thread, wait for it to return, then free."""
@@ -595,6 +612,14 @@ class Context(NativeHandle):
         with self.pinned() as ptr:
             data = self._lib.llama_perf_context(ptr)
         return {name: float(getattr(data, name)) for name, _ in data._fields_}
+
+    def observe_decode(self) -> None:
+        """After a decode (and the read of its logits): tell the thread governor, if any."""
+        governor = self.governor
+        if governor is not None:
+            with self.pinned() as ptr:
+                data = self._lib.llama_perf_context(ptr)
+            governor.after_decode(data.n_eval, data.t_eval_ms)
 
     def perf_reset(self) -> None:
         with self.pinned() as ptr:

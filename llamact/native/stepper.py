@@ -43,7 +43,7 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "_guided", "piece", "end_token",
+        "_guided", "piece", "end_token", "_governor", "_perf",
     )
 
     def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
@@ -74,6 +74,9 @@ class TokenStepper:
         self._prev = LLAMA_TOKEN_NULL
         self.piece = b""
         self.end_token: int | None = None  # the end-of-generation token step() sampled, if any
+        # the decode thread count follows the machine's load (context.governor; None: fixed)
+        self._governor = context.governor
+        self._perf = self._lib.llama_perf_context
 
     @property
     def context(self) -> Context:
@@ -114,6 +117,9 @@ class TokenStepper:
                 self._context.check_open()
                 self._sampler.check_open()
             token = self._step(*self._head, self._prev, *self._tail)
+            if self._governor is not None:   # llama.cpp's decode clock, sampling left out
+                perf = self._perf(self._head[0])
+                self._governor.after_decode(perf.n_eval, perf.t_eval_ms)
             if token == LLAMA_TOKEN_NULL:
                 return self._stopped()
             n = self._piece_len.value

@@ -64,6 +64,7 @@ class ServerSettings(BaseSettings):
     batch_size: int = Field(2048, ge=1)
     ubatch_size: int = Field(512, ge=1)
     threads: int | None = Field(None, ge=1)
+    fixed_threads: bool = False               # True: exactly `threads` even while the cores are busy
     n_gpu_layers: int = -1
     api_key: str | None = None
     chat_template_file: Path | None = None
@@ -115,7 +116,8 @@ class ServerSettings(BaseSettings):
         if self.chat_template_file is not None:
             template = read_text_file(self.chat_template_file, "chat template")
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
-                           n_threads=self.threads, n_threads_batch=self.threads, n_gpu_layers=self.n_gpu_layers,
+                           n_threads=self.threads, n_threads_batch=self.threads,
+                           adaptive_threads=not self.fixed_threads, n_gpu_layers=self.n_gpu_layers,
                            chat_template=template, n_seq_max=self.parallel, loras=self.lora)
 
 
