@@ -30,8 +30,9 @@ class AsyncLlamaEngine:
         self.engine = engine
 
     @classmethod
-    async def load(cls, path: Any, params: Any = None) -> AsyncLlamaEngine:
-        return cls(await asyncio.to_thread(LlamaEngine.load, path, params))
+    async def load(cls, path: Any, params: Any = None, **model_options: Any) -> AsyncLlamaEngine:
+        """``LlamaEngine.load`` on a thread (keywords: ModelParams fields)."""
+        return cls(await asyncio.to_thread(lambda: LlamaEngine.load(path, params, **model_options)))
 
     def create(self, messages: Any, **kwargs: Any) -> AsyncChatStream:
         return self.engine.acreate(messages, **kwargs)

@@ -48,6 +48,7 @@ from .params import (
     GenerationParams,
     ModelParams,
     split_sampling_keywords,
+    with_model_keywords,
     with_sampling_keywords,
 )
 from .prepared import PreparedChat
@@ -128,14 +129,16 @@ class LlamaEngine:
         progress: ProgressCallback | None = None,
         *,
         model_path: str | os.PathLike[str] | None = None,
+        **model_options: Any,
     ) -> LlamaEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's)."""
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
+        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given."""
         if (path is None) == (model_path is None):
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
-        params = params or ModelParams()
+        params = with_model_keywords(params, model_options)
         context_options = ContextOptions(  # checked here, before the model takes time and memory
             n_ctx=params.n_ctx,
             n_batch=params.n_batch,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import LlamaInferenceException, LlamaRequestException
+from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException
 
 
 @dataclass(frozen=True)
@@ -180,4 +180,22 @@ def with_sampling_keywords(params: GenerationParams | None, keywords: Mapping[st
         close = difflib.get_close_matches(unknown[0], sorted(GENERATION_FIELDS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise LlamaRequestException(f"{unknown[0]!r} is not a GenerationParams field{hint}", {"option": unknown[0]})
+    return replace(base, **keywords)
+
+
+MODEL_FIELDS = frozenset(f.name for f in fields(ModelParams))
+
+
+def with_model_keywords(params: ModelParams | None, keywords: Mapping[str, Any]) -> ModelParams:
+    """``params`` (None: the defaults) with ``keywords`` set: ``LlamaEngine.load(path, n_ctx=2048)``
+    is a shortcut for ``load(path, ModelParams(n_ctx=2048))``; a keyword wins over the same field of
+    ``params``, and a name that is not a field is refused with the nearest one."""
+    base = params or ModelParams()
+    if not keywords:
+        return base
+    unknown = [name for name in keywords if name not in MODEL_FIELDS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(MODEL_FIELDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise LlamaModelException(f"{unknown[0]!r} is not a ModelParams field{hint}", {"option": unknown[0]})
     return replace(base, **keywords)

@@ -11,7 +11,7 @@ from child_process import run_child
 
 from llamact import ChatRequest, GenerationParams, LlamaEngine, ModelParams
 from llamact.chat.oai import ChatRequestError
-from llamact.errors import LlamaRequestException
+from llamact.errors import LlamaModelException, LlamaRequestException
 
 pytestmark = pytest.mark.model
 
@@ -108,3 +108,13 @@ def test_model_path_is_loads_other_name_and_stream_is_explained(smollm2_path, en
         LlamaEngine.load(smollm2_path, model_path=smollm2_path)
     with pytest.raises(ChatRequestError, match="complete_chat"):
         engine.create(ASK, stream=True)
+
+
+def test_load_takes_model_params_keywords(smollm2_path):
+    with LlamaEngine.load(smollm2_path, n_ctx=256, n_threads=1, adaptive_threads=False) as small:
+        assert small.n_ctx == 256 and small.context.governor is None
+    # a keyword wins over the same field of params; the other fields of params stay
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=512, n_threads=1), n_ctx=768) as mixed:
+        assert mixed.n_ctx == 768 and mixed.params.n_threads == 1
+    with pytest.raises(LlamaModelException, match="'n_ctxx' is not a ModelParams field; did you mean 'n_ctx'"):
+        LlamaEngine.load(smollm2_path, n_ctxx=256)
