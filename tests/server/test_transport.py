@@ -68,6 +68,22 @@ def test_token_lists_over_the_limit_are_refused(live: LiveServer) -> None:
     assert post(live, "/detokenize", json.dumps({"tokens": [1] * 1000}).encode())[0] == 200
 
 
+def test_counted_and_generated_texts_are_bounded_too(live: LiveServer) -> None:
+    """The token counts refuse a text past --max-tokenize-tokens and a raw prompt past the context is
+    the prompt-too-long error, both decided while tokenizing (a huge text is counted on a prefix)."""
+    words = "a " * 3000
+    refused(post(live, "/v1/messages/count_tokens", json.dumps(
+        {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": words}]}).encode()), 400,
+        "limit of 1000 (--max-tokenize-tokens)")
+    refused(post(live, "/v1/responses/input_tokens", json.dumps({"input": words}).encode()), 400,
+            "limit of 1000 (--max-tokenize-tokens)")
+    status, body = post(live, "/v1/completions", json.dumps({"prompt": "a " * 200_000, "max_tokens": 1}).encode())
+    assert status == 400 and body["error"]["type"] == "exceed_context_size_error", body
+    assert "the prompt (at least" in body["error"]["message"], body
+    assert post(live, "/v1/messages/count_tokens", json.dumps(
+        {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}).encode())[0] == 200
+
+
 def test_a_body_over_the_limit_is_refused_before_it_is_read(live: LiveServer) -> None:
     conn = http.client.HTTPConnection(HOST, live.port, timeout=30)
     try:   # announced as 50 MB, of which the server sees a few bytes: it answers without waiting for more

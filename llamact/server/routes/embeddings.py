@@ -38,6 +38,7 @@ from ..embeddings_api import (
     read_rerank,
     rerank_body,
 )
+from ..prompts import bounded_tokenizer
 from ..protocol import RequestError, error_response, exception_response
 from ..sse import DISCONNECT_POLL_S, run_to_end
 from ..state import ServerState, state_of
@@ -96,10 +97,13 @@ def _check_stop(stop: threading.Event) -> None:
 def _embed(call: EmbeddingCall, state: ServerState, pooling: str, stop: threading.Event) -> tuple[list[Any], int]:
     """On the engine: each input's vector (normalized unless per token) and the tokens evaluated."""
     engine = state.engine
+    bounded = bounded_tokenizer(engine, state.settings.max_tokenize_tokens, "--max-tokenize-tokens")
 
     def tokenize(text: str, add_special: bool) -> list[int]:
         try:
-            return engine.tokenize(text, add_special=add_special, parse_special=True)
+            return bounded(text, add_special=add_special, parse_special=True)
+        except RequestError:
+            raise
         except Exception as exc:   # text llama.cpp cannot take (a lone surrogate)
             raise RequestError(f"'input': {exc}") from None
 

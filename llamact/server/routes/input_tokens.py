@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...errors import LlamaInferenceException
+from ..prompts import bounded_tokenizer
 from ..protocol import RequestError, exception_response, read_chat
 from ..responses_api import read_responses
 from ..state import state_of
@@ -28,10 +29,10 @@ __all__ = ["router"]
 router = APIRouter()
 
 
-def _count(engine: Any, request: Any) -> int:
+def _count(engine: Any, request: Any, limit: int) -> int:
     prompt = engine.chat_template(request).prompt
-    try:
-        return len(engine.tokenize(prompt, add_special=True, parse_special=True))
+    try:   # bounded: a count of a huge prompt must not hold a gigabyte in llama.cpp's tokenizer
+        return len(bounded_tokenizer(engine, limit, "--max-tokenize-tokens")(prompt))
     except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
         raise RequestError(f"the rendered prompt: {exc}") from None
 
@@ -40,7 +41,7 @@ async def _answer(request: Request, read: Callable[..., Any]) -> Response:
     state = state_of(request)
     try:
         call = await json_body(request, read, state.defaults)
-        n_tokens = await asyncio.to_thread(_count, state.engine, call.request)
+        n_tokens = await asyncio.to_thread(_count, state.engine, call.request, state.settings.max_tokenize_tokens)
     except Exception as exc:
         return exception_response(exc)
     return JSONResponse({"input_tokens": n_tokens, "object": "response.input_tokens"})

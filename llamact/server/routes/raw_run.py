@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from ..lora_control import ensure_scales, request_scales
-from ..prompts import check_prompt, prompt_tokens
+from ..prompts import bounded_tokenizer, check_prompt, prompt_tokens
 from ..protocol import RequestError, exception_response
 from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
 from ..state import ServerState
@@ -71,7 +71,7 @@ class PromptRun:
 
 def prompt_runs(state: ServerState, call: Any, lora: dict[int, float] | None = None) -> list[PromptRun]:
     """A run for each of a ``CompletionCall``'s prompts."""
-    tokenize = state.engine.tokenize
+    tokenize = bounded_tokenizer(state.engine, state.engine.n_ctx, "context")   # no slot holds more
 
     def maker(prompt: Any) -> Callable[[], list[int]]:
         return lambda: prompt_tokens(prompt, tokenize)
