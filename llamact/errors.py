@@ -83,6 +83,11 @@ class LlamaTokenLimitException(LlamaInferenceException, LlamaRequestException):
     ``details["exact"]`` whether that count is the whole text's."""
 
 
+class LlamaMediaException(LlamaInferenceException, LlamaRequestException):
+    """An image or audio medium of a request cannot be used: bytes that are no image or audio file
+    mtmd reads, a format or source that is not allowed, a medium past the pixel or duration limit."""
+
+
 __all__ = [
     "LlamaException",
     "LlamaModelException",
@@ -95,4 +100,5 @@ __all__ = [
     "LlamaSamplerParameterException",
     "LlamaGrammarDeadEndException",
     "LlamaTokenLimitException",
+    "LlamaMediaException",
 ]

@@ -89,6 +89,16 @@ for d in tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies
 LLAMACT_PEER_VENV="${LLAMACT_PEER_VENV:-$LLAMACT_CACHE/venv-peer}"
 
 llamact_peer_setup() {
+    # one builder at a time (several checkouts of one machine share the peer's venv): the others
+    # wait here, then find it built
+    mkdir -p "$(dirname "$LLAMACT_PEER_VENV")"
+    (
+        flock 9
+        _llamact_peer_setup_locked
+    ) 9>"$LLAMACT_PEER_VENV.lock"
+}
+
+_llamact_peer_setup_locked() {
     local version
     version="$(python -c 'import tomllib, sys
 print(tomllib.load(open(sys.argv[1], "rb"))["tool"]["llamact"]["peer"]["version"])' "$LLAMACT_REPO/pyproject.toml")"

@@ -44,7 +44,8 @@ DEFAULT_ORDER = ("vendor", "dir", "cache", "github", "npm")
 # What a build of the library needs from the pinned tree; an sdist carries only these (about a
 # fifth of the tree: no models, docs, tools or tests) and records the object ids of the rest.
 # tools/rpc is upstream's ggml-rpc-server (`llamact rpc-server`), 28 KB linking only ggml.
-SDIST_KEEP = ("CMakeLists.txt", "LICENSE", "cmake", "include", "src", "ggml", "vendor", "licenses", "tools/rpc")
+SDIST_KEEP = ("CMakeLists.txt", "LICENSE", "cmake", "include", "src", "ggml", "vendor", "licenses", "tools/rpc",
+              "tools/mtmd")
 NETWORK_TIMEOUT_S = 8.0
 
 

@@ -18,7 +18,8 @@ overriding ``enable_thinking``, ``preserve_reasoning`` (templates that can keep 
 ``add_generation_prompt`` defaults to true, or false when continuing the last message. ``tool_choice``
 may also name a function, OpenAI's ``{"type": "function", "function": {"name": ...}}``: llamact then
 forces an immediate call of it (docs/design.md, deviation 9; llama-server would read it as "auto").
-``grammar`` is the one channel for a user's GBNF grammar in a chat request.
+``grammar`` is the one channel for a user's GBNF grammar in a chat request. Images and audio are
+content parts (``image_url``, ``input_audio``): they become marker parts and ``media`` (``chat.media``).
 
 What leaves: a frozen value whose messages and tools are parsed (copies: nothing the caller passed
 is kept or modified) and whose ``inputs`` are the apply pipeline's. Raises ``ChatRequestError``
@@ -37,6 +38,7 @@ from typing import Any
 from ..grammar.response_format import parse_response_format
 from .apply import ChatTemplateInputs
 from .deviations.named_tool import require_tool
+from .media import RENDER_MARKER, MediaRef, extract_media
 from .messages import ChatMessage
 from .oai import ChatRequestError, ChatTool, parse_messages, parse_tool_choice, parse_tools
 from .render import CONTINUATION_NONE
@@ -116,14 +118,24 @@ class ChatRequest:
     reasoning_budget_message: str = ""      # said before the forced end of a thought (llama-server's field)
     logprobs: bool | None = None            # None: GenerationParams.logprobs decides
     top_logprobs: int | None = None
+    # the media of marker parts already in `messages` (what a copy made by replace() carries); the
+    # media parts of `messages` (image_url, input_audio) are read into markers and added after these
+    media: Sequence[MediaRef] = ()
     # derived once, from the fields above
     inputs: ChatTemplateInputs = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        messages = tuple(parse_messages(self.messages))
+        raw, found = extract_media(self.messages)
+        messages = tuple(parse_messages(raw))
+        media = (*self.media, *found)
+        n_markers = sum(p.type == "media_marker" and p.text == RENDER_MARKER for m in messages for p in m.content_parts)
+        if n_markers != len(media) or not all(isinstance(m, MediaRef) for m in media):
+            raise ChatRequestError(f"the messages hold {n_markers} media markers for {len(media)} media: pass media "
+                                   "as image_url / input_audio parts", {"markers": n_markers, "media": len(media)})
         tools = tuple(parse_tools(self.tools))
         set_ = object.__setattr__   # frozen: the parsed copies replace what the caller passed
         set_(self, "messages", messages)
+        set_(self, "media", media)
         set_(self, "tools", tools)
         for name in ("tool_choice", "response_format", "chat_template_kwargs"):
             set_(self, name, copy.deepcopy(getattr(self, name)))

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ..chat.media import RENDER_MARKER, MediaRef, display_prompt
 from ..chat.oai import ChatRequestError
 from ..chat.pipeline import apply_request
 from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
@@ -29,11 +30,13 @@ from ..errors import (
     LlamaRequestException,
     LlamaStateException,
     LlamaTokenLimitException,
+    LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
+from ..native.mtmd import Projector, ProjectorOptions
 from ..native.sampler import SamplerChain
 from .aio import AsyncChatStream
 from .chat_completion import ChatStream
@@ -42,6 +45,7 @@ from .chat_types import ChatCompletion
 from .embeddings import Embedder, model_pooling, pooling_type, rerank_tokens
 from .generator import GenerationChunk, GenerationResult, StopReason, generate
 from .logprobs import TokenLogprob, check_top_logprobs
+from .media import MediaPolicy, MediaPrompt, media_bytes
 from .params import (
     CHAT_REQUEST_OWNED,
     GENERATION_FIELDS,
@@ -111,10 +115,12 @@ class LlamaEngine:
     the engine is closed), and native memory is freed only after the native call using it returned.
     """
 
-    def __init__(self, model: Model, context: Context, params: ModelParams) -> None:
+    def __init__(self, model: Model, context: Context, params: ModelParams, projector: Projector | None = None) -> None:
         self.model = model
         self.context = context
         self.params = params
+        self.projector = projector      # the multimodal projector (ModelParams.mmproj), if any
+        self.media_policy = MediaPolicy.from_params(params)
         self._busy = threading.Lock()
         self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
@@ -166,7 +172,8 @@ class LlamaEngine:
         )
         try:
             context = Context(model, context_options, gpu_offload=_offloads(params))
-            engine = cls(model, context, params)
+            projector = _load_projector(model, params) if params.mmproj is not None else None
+            engine = cls(model, context, params, projector)
             for path, scale in params.loras:
                 engine.set_lora(path, scale)
         except BaseException:
@@ -294,6 +301,16 @@ class LlamaEngine:
         return self.model.n_embd
 
     @property
+    def supports_vision(self) -> bool:
+        """Images can be sent in messages (the model was loaded with a vision projector, ``mmproj``)."""
+        return self.projector is not None and self.projector.supports_vision
+
+    @property
+    def supports_audio(self) -> bool:
+        """Audio can be sent in messages (the model was loaded with an audio projector)."""
+        return self.projector is not None and self.projector.supports_audio
+
+    @property
     def n_ctx(self) -> int:
         """The context's size in tokens (all sequences together)."""
         return self.context.n_ctx
@@ -352,7 +369,7 @@ class LlamaEngine:
     # -- generation --------------------------------------------------------------------------
 
     def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
-                 sampling: ChatSampling | None = None) -> GenerationStream:
+                 sampling: ChatSampling | None = None, media: MediaPrompt | None = None) -> GenerationStream:
         """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
         parsed; or token ids).
 
@@ -365,16 +382,21 @@ class LlamaEngine:
         ``context_tokens`` is not evaluated again (``stream.n_cached`` tokens) unless
         ``params.cache_prompt`` is False. Logits depend slightly on how tokens were batched, so a
         sampled continuation may differ from a fresh evaluation's (as with llama-server's cache).
+
+        ``media`` is a prompt with images or audio (``media_prompt()``; ``prompt`` is then its keys):
+        the stream frees it when it ends.
         """
         params = params or GenerationParams()
         try:
             top_logprobs = _top_logprobs(params)
-            tokens = self._prompt_tokens(prompt)
+            tokens = media.keys if media is not None else self._prompt_tokens(prompt)
             if not self._busy.acquire(blocking=False):
                 raise LlamaStateException("this engine is already generating; finish or close that stream first")
         except BaseException:
             if sampling is not None:
                 sampling.close()
+            if media is not None:
+                media.close()
             raise
         # A new generation is requested: a cancel() from before now (idle, or for the previous
         # one) must not end it; one from now on must, even before the stream's first next().
@@ -388,16 +410,18 @@ class LlamaEngine:
 
         def release() -> None:
             sampler.close()
+            if media is not None:
+                media.close()
             self._busy.release()
 
         try:
             # The KV cache keeps the prefix this prompt shares with what it holds (prompt cache);
             # only the rest is evaluated.
-            n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt)
+            n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt, media)
             rest = tokens[n_cached:]
             loop = generate(self.context, sampler, rest, params.max_tokens, stops, params.render_special,
                             n_past=n_cached, top_logprobs=top_logprobs, processors=params.logits_processors,
-                            past_tokens=tokens[:n_cached])
+                            past_tokens=tokens[:n_cached], media=media)
         except BaseException:
             release()
             raise
@@ -627,6 +651,12 @@ class LlamaEngine:
         when given, else ``ModelParams.chat_template``, else the GGUF's own.
         """
         request = as_chat_request(messages, options)
+        result = self._apply(request)
+        return replace(result, prompt=display_prompt(result.prompt)) if request.media else result
+
+    def _apply(self, request: ChatRequest) -> ChatTemplateResult:
+        """The template's result for ``request``, its media rendered as ``RENDER_MARKER`` (what the
+        projector splits the prompt at; ``chat_template()`` shows them as ``MEDIA_MARKER``)."""
         self.model.check_open()
         return apply_request(self._templates.templates(request.custom_template), request)
 
@@ -649,7 +679,7 @@ class LlamaEngine:
         """Stream the raw text of the reply to ``messages``: the prompt from the chat template, its
         additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
         chat = self.prepare_chat(as_chat_request(messages, {}), params)
-        return self.generate(chat.tokens, chat.params, sampling=chat.sampling)
+        return self.generate(chat.tokens, chat.params, sampling=chat.sampling, media=chat.media)
 
     # -- chat completions ------------------------------------------------------------------------
 
@@ -676,7 +706,8 @@ class LlamaEngine:
         """
         params, options = _chat_keywords(params, options)
         chat = self.prepare_chat(as_chat_request(messages, options), params)
-        generation = self.generate(chat.tokens, chat.params, sampling=chat.sampling)  # closes the sampling
+        # the stream closes the sampling and the media
+        generation = self.generate(chat.tokens, chat.params, sampling=chat.sampling, media=chat.media)
         return ChatStream(generation, chat.result, chat.parser, len(chat.tokens), generation.n_cached,
                           model=self.model_name)
 
@@ -692,16 +723,53 @@ class LlamaEngine:
         if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
             refuse_unenforced(request.inputs.json_schema,
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
-        result = self.chat_template(request)
+        result = self._apply(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
                                   is_continuation=request.is_continuation)
-        tokens = self.prompt_tokens(result.prompt)
-        # the one channel of a user grammar in a chat request is the request's; the sampler reads it
-        # from the generation settings, as it does for a raw prompt
-        sampling = chat_sampler_config(self, result, replace(params, grammar=request.grammar or None),
-                                       request.thinking_budget_tokens,
-                                       reasoning_budget_message=request.reasoning_budget_message)
-        return PreparedChat(request, result, parser, tokens, params, sampling)
+        media = self.media_prompt(result.prompt, request.media) if request.media else None
+        try:
+            tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)
+            # the one channel of a user grammar in a chat request is the request's; the sampler reads it
+            # from the generation settings, as it does for a raw prompt
+            sampling = chat_sampler_config(self, result, replace(params, grammar=request.grammar or None),
+                                           request.thinking_budget_tokens,
+                                           reasoning_budget_message=request.reasoning_budget_message)
+        except BaseException:
+            if media is not None:
+                media.close()
+            raise
+        if media is not None:
+            result = replace(result, prompt=display_prompt(result.prompt))
+        return PreparedChat(request, result, parser, tokens, params, sampling, media)
+
+    def media_prompt(self, prompt: str, media: Sequence[MediaRef]) -> MediaPrompt:
+        """``prompt`` (one ``RENDER_MARKER`` per medium, as a chat request renders) tokenized with the
+        media: their bytes fetched under ``media_policy``, checked and decoded by the projector. The
+        caller closes it (``generate(..., media=)`` does). LlamaUnsupportedException without a projector."""
+        projector = self.projector
+        if projector is None:
+            kinds = sorted({ref.kind for ref in media})
+            raise LlamaUnsupportedException(
+                f"{' and '.join(kinds)} input needs the model's multimodal projector: load the model with "
+                "ModelParams(mmproj='mmproj.gguf') (llamact serve / chat --mmproj)", {"media": len(media)})
+        self.model.check_open()
+        data = [media_bytes(ref, self.media_policy) for ref in media]
+        return MediaPrompt.build(projector, prompt, data, self.media_policy, self.n_ctx)
+
+    def prompt_length(self, request: ChatRequest) -> int:
+        """How many positions ``request``'s prompt takes in the context: its tokens, a medium counted
+        by the embeddings the projector makes of it (what a session fits into the context)."""
+        result = self._apply(request)
+        if not request.media:
+            return len(self.tokenize(result.prompt, add_special=True, parse_special=True))
+        try:
+            media = self.media_prompt(result.prompt, request.media)
+        except LlamaContextException as exc:   # longer than the context: its length is still the answer
+            if "n_prompt" not in exc.details:
+                raise
+            return int(exc.details["n_prompt"])
+        media.close()
+        return len(media.keys)
 
     def complete_chat(self, messages: Any, *, params: GenerationParams | None = None,
                       **options: Any) -> ChatCompletion:
@@ -790,6 +858,16 @@ def _top_logprobs(params: GenerationParams) -> int | None:
 
 
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _load_projector(model: Model, params: ModelParams) -> Projector:
+    """The projector of ``params.mmproj`` for ``model``, run as llama-server runs its ``--mmproj``."""
+    assert params.mmproj is not None
+    threads = params.n_threads or max(1, min(os.cpu_count() or 1, 4))
+    return Projector(model, params.mmproj, ProjectorOptions(
+        use_gpu=params.mmproj_offload and _offloads(params), n_threads=threads, flash_attn=params.flash_attn,
+        image_min_tokens=params.image_min_tokens, image_max_tokens=params.image_max_tokens,
+        media_marker=RENDER_MARKER))
 
 
 def _offloads(params: ModelParams) -> bool:

@@ -31,6 +31,7 @@ from ..native.sampler import SamplerChain
 from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .decode import GenerationChunk, SequenceDecoder, StopReason, Timings
 from .logprobs import LogprobReader, TokenLogprob
+from .media import MediaPrompt
 
 __all__ = ["GenerationChunk", "GenerationResult", "LogitsProcessor", "StopReason", "Timings", "generate"]
 
@@ -63,17 +64,22 @@ def generate(
     top_logprobs: int | None = None,
     processors: Sequence[LogitsProcessor] = (),
     past_tokens: Sequence[int] = (),
+    media: MediaPrompt | None = None,
 ) -> Iterator[GenerationChunk]:
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
 
     ``top_logprobs`` (None: off) gives each chunk its token's logprob and that many alternatives
     (``logprobs``). ``processors`` run on the logits before each sampling; they see the token ids
-    ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated.
+    ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated (a medium's
+    positions hold its negative key). ``media`` is the whole prompt's media (``engine.media``): its
+    media among ``prompt_tokens`` (keys from index ``n_past`` on) are evaluated between the text.
     """
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
-    prompt = context.model.vocab.token_ids(prompt_tokens)
+    if media is not None and media.spans and media.spans[-1].end == len(media.keys):
+        raise LlamaInferenceException("a prompt with media must end with text after its last medium")
+    prompt = list(prompt_tokens) if media is not None else context.model.vocab.token_ids(prompt_tokens)
     n_ctx = context.n_ctx
     if n_past + len(prompt_tokens) > n_ctx:
         raise LlamaContextException(
@@ -87,7 +93,28 @@ def generate(
     stepper = TokenStepper(context, sampler, render_special)
     reader = LogprobReader(context.model.vocab, top_logprobs) if top_logprobs is not None else None
     history = _History(context, [*past_tokens, *prompt], processors) if processors else None
-    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history)
+    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history, media)
+
+
+def _prefill(stepper: TokenStepper, prompt: list[int], n_past: int, media: MediaPrompt | None) -> bool:
+    """Decode the prompt's keys from index ``n_past`` on: text in batches, each medium through its
+    projector. False when an abort request stopped it."""
+    if media is None:
+        return stepper.prefill(prompt)
+    i = 0
+    while i < len(prompt):
+        index = n_past + i
+        span = media.span_at(index)
+        if span is not None:
+            if not media.evaluate(stepper.context, index):
+                return False
+            i += span.n_tokens
+            continue
+        end = min(media.next_media(index), n_past + len(prompt)) - n_past
+        if not stepper.prefill(prompt[i:end], media.position(index)):
+            return False
+        i = end
+    return True
 
 
 class _History:
@@ -119,7 +146,7 @@ class _History:
 
 def _token_loop(
     stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int,
-    reader: LogprobReader | None = None, history: _History | None = None,
+    reader: LogprobReader | None = None, history: _History | None = None, media: MediaPrompt | None = None,
 ) -> Iterator[GenerationChunk]:
     context = stepper.context
     # room: a sampled token takes a cell only when the next step decodes it, so the context holds
@@ -127,8 +154,10 @@ def _token_loop(
     room = n_ctx - (n_past + len(prompt_tokens)) + 1
     decoder = SequenceDecoder(stop, max_tokens, n_ctx, room, len(prompt_tokens), n_past, logprobs=reader,
                               logits=context.borrow_logits, is_end=context.model.vocab.is_eog)
-    if not stepper.prefill(prompt_tokens):
+    if not _prefill(stepper, prompt_tokens, n_past, media):
         decoder.stop(StopReason.CANCELLED)
+    if media is not None:   # generated tokens follow the prompt's last position (M-RoPE media shift it)
+        stepper.set_position(media.position(n_past + len(prompt_tokens)))
     decoder.prompt_done()
 
     step = stepper.step

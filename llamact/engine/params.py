@@ -53,6 +53,20 @@ class ModelParams:
     n_seq_max: int = 1
     # LoRA adapters applied from the start: (path of an adapter GGUF made for this model, scale)
     loras: Sequence[tuple[str | os.PathLike[str], float]] = ()
+    # images and audio (llama-server's --mmproj ...): the model's multimodal projector GGUF, and where
+    # its encoder runs (False: on the CPU, --no-mmproj-offload); the image token budget of dynamic-
+    # resolution projectors (-1: the projector's own, --image-min-tokens / --image-max-tokens)
+    mmproj: str | os.PathLike[str] | None = None
+    mmproj_offload: bool = True
+    image_min_tokens: int = -1
+    image_max_tokens: int = -1
+    # where a request's media may come from besides data: URLs and base64 (engine.media.MediaPolicy):
+    # file:// URLs under media_path (None: refused, as llama-server without --media-path), http(s)://
+    # URLs only with media_fetch (bounded in size and time); and how large a medium may decode
+    media_path: str | os.PathLike[str] | None = None
+    media_fetch: bool = False
+    media_max_pixels: int = 50_000_000
+    media_max_audio_seconds: float = 600.0
 
     def __post_init__(self) -> None:
         # Tuples, so a frozen ModelParams stays hashable and no caller's list changes under it;

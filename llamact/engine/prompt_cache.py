@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from ..errors import LlamaStateException
 from ..native.context import Context
 from .generator import GenerationChunk
+from .media import MediaPrompt
 
 __all__ = ["PromptCache", "common_prefix"]
 
@@ -48,23 +49,30 @@ class PromptCache:
     def __init__(self, context: Context) -> None:
         self._context = context
         self._tokens: list[int] = []
+        # the media of the record (the last prompt's): where they are, and the positions they shift
+        self._media: MediaPrompt | None = None
 
     @property
     def tokens(self) -> tuple[int, ...]:
         """The tokens the KV cache holds, position by position (between generations)."""
         return tuple(self._tokens)
 
-    def reuse(self, prompt: Sequence[int], enabled: bool = True) -> int:
+    def reuse(self, prompt: Sequence[int], enabled: bool = True, media: MediaPrompt | None = None) -> int:
         """Prepare the context for ``prompt``: keep the cached prefix, drop the rest. Returns the
         number of prompt tokens already in the KV cache (0 when ``enabled`` is False: the memory
-        is cleared, as llama-server does without ``cache_prompt``); at most ``len(prompt) - 1``."""
+        is cleared, as llama-server does without ``cache_prompt``); at most ``len(prompt) - 1``.
+        ``media``: the prompt's media (its keys are ``prompt``): a kept prefix never ends inside a
+        medium, and a medium is the same when its bytes are (its key says so)."""
         if not prompt:  # nothing to prepare: the generation refuses an empty prompt
             return 0
         n_keep = common_prefix(self._tokens, prompt) if enabled else 0
         n_keep = min(n_keep, len(prompt) - 1)
-        if not self._context.keep_prefix(n_keep):
+        if media is not None:
+            n_keep = media.cut(n_keep)
+        if not self._context.keep_prefix(media.position(n_keep) if media is not None else n_keep):
             n_keep = 0
         del self._tokens[n_keep:]
+        self._media = media
         return n_keep
 
     def track(self, chunks: Iterator[GenerationChunk], evaluated: Sequence[int]) -> Iterator[GenerationChunk]:
@@ -92,6 +100,8 @@ class PromptCache:
         except LlamaStateException:  # the engine was closed under the generation
             self._tokens.clear()
             return
+        if self._media is not None:   # a position; the record counts keys (M-RoPE media differ)
+            n_held = self._media.index_of(n_held)
         if n_held > len(self._tokens):  # not ours: start afresh rather than trust it
             self.clear()
         else:
@@ -101,9 +111,11 @@ class PromptCache:
         """The KV cache was just loaded from a file holding ``tokens`` at positions 0..: record them
         (cut to what the memory holds, as after a generation)."""
         self._tokens[:] = tokens
+        self._media = None
         self.sync()
 
     def clear(self) -> None:
         """Empty the KV cache and the record."""
         self._tokens.clear()
+        self._media = None
         self._context.memory_clear()

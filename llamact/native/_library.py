@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from ..errors import LlamaUnsupportedException
-from . import llama_h, shim
+from . import llama_h, mtmd_h, shim
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,15 @@ class NativeLibrary:
                 f"cannot load llamact's shim library from {directory}: {exc}; reinstall llamact",
                 {"path": str(directory)},
             ) from exc
-        shim_missing = llama_h.bind(self.shim, shim.SHIM_FUNCTIONS)
+        try:   # multimodal projectors (images, audio): the shim links it, so it is always there
+            self.mtmd = ctypes.CDLL(str(directory / _shared_name("mtmd")), mode=mode)
+        except OSError as exc:
+            raise LlamaUnsupportedException(
+                f"cannot load llamact's libmtmd from {directory}: {exc}; reinstall llamact",
+                {"path": str(directory)},
+            ) from exc
+        shim_missing = llama_h.bind(self.shim, {**shim.SHIM_FUNCTIONS, **mtmd_h.MEDIA_SHIM_FUNCTIONS})
+        shim_missing += llama_h.bind(self.mtmd, mtmd_h.MTMD_FUNCTIONS)
         if shim_missing:
             raise LlamaUnsupportedException(f"libllamact-shim lacks {', '.join(shim_missing)}; reinstall llamact")
         missing = llama_h.bind(self.llama, llama_h.FUNCTIONS)

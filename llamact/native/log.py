@@ -72,6 +72,7 @@ _callback = llama_h.ggml_log_callback(_on_log)
 
 def install_log_router(lib: NativeLibrary) -> None:
     lib.llama.llama_log_set(_callback, None)
+    lib.mtmd.mtmd_helper_log_set(_callback, None)   # mtmd and its helpers log through their own setter
 
 
 def mark() -> int:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from ..errors import LlamaInferenceException
 from . import llama_h
 from ._library import native
+from .batch import Batch
 from .context import Context
 from .guided import GuidedSampler
 from .llama_h import LLAMA_TOKEN_NULL
@@ -43,7 +44,7 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "_guided", "piece", "end_token", "_governor", "_perf",
+        "_guided", "piece", "end_token", "_governor", "_perf", "_pos",
     )
 
     def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
@@ -77,14 +78,20 @@ class TokenStepper:
         # the decode thread count follows the machine's load (context.governor; None: fixed)
         self._governor = context.governor
         self._perf = self._lib.llama_perf_context
+        # None: each token goes to the position after the sequence's last (llama.cpp's default); an
+        # int: the next token's explicit position (set_position: M-RoPE media shift the positions)
+        self._pos: int | None = None
 
     @property
     def context(self) -> Context:
         return self._context
 
-    def prefill(self, tokens: Sequence[int]) -> bool:
-        """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it).
-        False when an abort request stopped it; raises LlamaException on a decode error."""
+    def prefill(self, tokens: Sequence[int], pos: int | None = None) -> bool:
+        """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it), from
+        position ``pos`` (None: after the sequence's last). False when an abort request stopped it;
+        raises LlamaException on a decode error."""
+        if pos is not None and pos != self._next_position():
+            return self._prefill_at(tokens, pos)
         context = self._context
         n_batch = context.n_batch
         prompt = (llama_h.llama_token * len(tokens))(*tokens)
@@ -104,11 +111,41 @@ class TokenStepper:
         self._prev = LLAMA_TOKEN_NULL
         return True
 
+    def _next_position(self) -> int:
+        return self._context.memory_seq_pos_max(0) + 1
+
+    def _prefill_at(self, tokens: Sequence[int], pos: int) -> bool:
+        """``prefill`` at explicit positions (after an M-RoPE medium, text does not follow its cells)."""
+        context = self._context
+        batch = Batch(context, min(context.n_batch, max(1, len(tokens))))
+        try:
+            for start in range(0, len(tokens), batch.capacity):
+                chunk = tokens[start:start + batch.capacity]
+                batch.set_sequence(chunk, pos + start, 0, logits_last=start + len(chunk) == len(tokens))
+                with context.pinned() as ctx_ptr, batch.pinned():
+                    rc = self._decode(ctx_ptr, batch.struct, self._head[3], *self._err.args)
+                if rc == 2:
+                    return False
+                if rc != 0:
+                    context._raise_decode_error(rc, self._err.message)
+        finally:
+            batch.close()
+        self._prev = LLAMA_TOKEN_NULL
+        return True
+
+    def set_position(self, pos: int) -> None:
+        """The next token decodes at ``pos``: nothing changes when that is the position after the
+        sequence's last (every model but M-RoPE ones after a medium); else each step decodes its token
+        at an explicit position, one more each time."""
+        self._pos = None if pos == self._next_position() else pos
+
     def step(self) -> int:
         """Decode the previous token (none after prefill), then sample the next one: its id, with
         its bytes in ``piece``; or STEP_EOG (``piece``: the end token's text, b"" unless it is rendered
         as text; ``end_token``: its id), STEP_CANCELLED or STEP_CONTEXT_FULL. Raises
         LlamaStateException once the context or chain is closed, LlamaException on native errors."""
+        if self._pos is not None and self._prev != LLAMA_TOKEN_NULL:
+            return self._step_at()
         ctx_lock, chain_lock = self._ctx_lock, self._chain_lock
         ctx_lock.acquire()  # context, then chain: the order every pinning caller uses
         chain_lock.acquire()
@@ -137,12 +174,43 @@ class TokenStepper:
         self._prev = token
         return token
 
+    def _step_at(self) -> int:
+        """``step()`` with the previous token decoded at the explicit position ``_pos``."""
+        status = self._decode_prev_at()
+        return status if status < 0 else self.step()
+
+    def _decode_prev_at(self) -> int:
+        """Decode the previous token at ``_pos`` (then one position further): 0, or STEP_CONTEXT_FULL /
+        STEP_CANCELLED."""
+        assert self._pos is not None
+        context = self._context
+        batch = Batch(context, 1)
+        try:
+            batch.set_sequence([self._prev], self._pos, 0)
+            with context.pinned() as ctx_ptr, batch.pinned():
+                rc = self._decode(ctx_ptr, batch.struct, self._head[3], *self._err.args)
+        finally:
+            batch.close()
+        if rc == 1:
+            return STEP_CONTEXT_FULL
+        if rc == 2:
+            return STEP_CANCELLED
+        if rc != 0:
+            context._raise_decode_error(rc, self._err.message)
+        self._pos += 1
+        self._prev = LLAMA_TOKEN_NULL   # decoded: the step after this only samples
+        return 0
+
     def step_after(self, process: Callable[[], None]) -> int:
         """``step()`` with ``process()`` run between the decode of the previous token and the
         sampling: it may change the logits row in place (``Context.borrow_logits``), and the
         sampler chain reads the changed row. Same returns as ``step()``."""
         prev = self._prev
-        if prev != LLAMA_TOKEN_NULL:
+        if prev != LLAMA_TOKEN_NULL and self._pos is not None:
+            status = self._decode_prev_at()
+            if status < 0:
+                return status
+        elif prev != LLAMA_TOKEN_NULL:
             one = (llama_h.llama_token * 1)(prev)
             context = self._context
             with context.pinned() as ctx_ptr:

@@ -148,6 +148,9 @@ class LlamaServer:
         for _attempt in range(3):
             self.port = _free_port()
             env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+            # with --mmproj, media render as this marker (a random one otherwise): the prompts llamact
+            # returns show mtmd's default marker, so the two compare equal
+            env["LLAMA_MEDIA_MARKER"] = "<__media__>"
             self._process = subprocess.Popen(
                 [str(self.executable), *self.config.arguments(self.port)],
                 stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env,

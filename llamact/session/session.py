@@ -241,9 +241,8 @@ class ChatSession:
         request = self._request([], tools=tools, tool_choice=tool_choice, **options)
         head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
 
-        def count(history: Sequence[Mapping[str, Any]]) -> int:
-            prompt = self.engine.chat_template(replace(request, messages=head + list(history))).prompt
-            return len(self.engine.tokenize(prompt, add_special=True, parse_special=True))
+        def count(history: Sequence[Mapping[str, Any]]) -> int:   # a medium counts as the embeddings it makes
+            return self.engine.prompt_length(replace(request, messages=head + list(history)))
 
         return fit_history(self.history, count, budget)
 
