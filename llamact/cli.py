@@ -121,6 +121,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="a LoRA adapter applied with scale 1 (comma-separated or repeated)")
     serve.add_argument("--lora-scaled", action="append", metavar="FNAME:SCALE",
                        help="a LoRA adapter with its scale (comma-separated FNAME:SCALE or repeated)")
+    serve.add_argument("-mm", "--mmproj", type=Path,
+                       help="the model's multimodal projector GGUF: images / audio in messages")
+    serve.add_argument("--no-mmproj-offload", dest="mmproj_offload", action="store_false", default=None,
+                       help="run the projector on the CPU")
+    serve.add_argument("--image-min-tokens", type=int, help="fewest tokens an image becomes (dynamic-resolution "
+                       "projectors; default: the projector's)")
+    serve.add_argument("--image-max-tokens", type=int, help="most tokens an image becomes (likewise)")
+    serve.add_argument("--media-path", type=Path, help="serve file:// media URLs from this directory (refused without)")
+    serve.add_argument("--media-fetch", action="store_true", default=None,
+                       help="download http(s):// media URLs (at most 10 MB, 10 s; refused without)")
+    serve.add_argument("--media-max-pixels", type=int, help="largest image, width x height (default 50,000,000)")
+    serve.add_argument("--media-max-audio-seconds", type=float, help="longest audio clip in seconds (default 600)")
     serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
@@ -148,7 +160,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
              "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
              "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
              "lenient_schemas", "slots", "slot_save_path", "props", "embeddings", "pooling", "reranking",
-             "embd_normalize")
+             "embd_normalize", "mmproj", "mmproj_offload", "image_min_tokens", "image_max_tokens", "media_path",
+             "media_fetch", "media_max_pixels", "media_max_audio_seconds")
     try:
         flags = {name: getattr(args, name) for name in names}
         flags["lora"] = _lora_flags(args.lora, args.lora_scaled)
@@ -156,13 +169,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:   # pydantic's ValidationError: a setting out of range
         print(f"llamact: error: {exc}", file=sys.stderr)
         return 2
-    files = [(settings.model, "model"), (settings.chat_template_file, "chat template")]
+    files = [(settings.model, "model"), (settings.chat_template_file, "chat template"),
+             (settings.mmproj, "multimodal projector")]
     files += [(Path(path), "LoRA adapter") for path, _scale in settings.lora]
     for path, what in files:
         problem = file_problem(path, what) if path is not None else None
         if problem is not None:
             print(f"llamact: error: {problem}", file=sys.stderr)
             return 1
+    if settings.media_path is not None and not settings.media_path.is_dir():
+        print(f"llamact: error: --media-path: not a directory: {settings.media_path}", file=sys.stderr)
+        return 1
     if settings.slot_save_path is not None and not settings.slot_save_path.is_dir():
         print(f"llamact: error: --slot-save-path: not a directory: {settings.slot_save_path}", file=sys.stderr)
         return 1

@@ -55,6 +55,7 @@ from ..native.sampler import Grammar
 from .chat_completion import ChatStream
 from .decode import GenerationChunk, SequenceDecoder
 from .logprobs import LogprobReader
+from .media import MediaPrompt
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
@@ -77,6 +78,7 @@ class _Request:
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancelled: bool = False
     logprobs: LogprobReader | None = None    # with params.logprobs
+    media: MediaPrompt | None = None         # the prompt's images and audio (``tokens`` are its keys)
     # set when it holds a slot
     n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
     n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
@@ -87,6 +89,20 @@ class _Request:
     @property
     def prompting(self) -> bool:
         return self.n_past < len(self.tokens)
+
+    def text_end(self) -> int:
+        """Where the prompt's text from ``n_past`` on ends: its next medium, or the prompt's end."""
+        return self.media.next_media(self.n_past) if self.media is not None else len(self.tokens)
+
+    def position(self, index: int) -> int:
+        """The position of the key at ``index`` (M-RoPE media shift the text after them)."""
+        return self.media.position(index) if self.media is not None else index
+
+    def close(self) -> None:
+        """Free what the request owns natively: its sampler and its media."""
+        self.sampler.close()
+        if self.media is not None:
+            self.media.close()
 
 
 @dataclass(eq=False)
@@ -219,7 +235,8 @@ class BatchScheduler:
         except BaseException:
             chat.close()
             raise
-        request = self._submit(_Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params))
+        request = self._submit(_Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params,
+                                        media=chat.media))
         return ChatStream(SequenceStream(self, request), chat.result, chat.parser, len(chat.tokens),
                           model=self.engine.model_name)
 
@@ -247,11 +264,11 @@ class BatchScheduler:
             try:   # checks top_logprobs here, on the caller's thread
                 request.logprobs = LogprobReader(self._vocab, request.params.top_logprobs)
             except BaseException:
-                request.sampler.close()
+                request.close()
                 raise
         with self._cond:
             if self._closed:
-                request.sampler.close()
+                request.close()
                 raise LlamaStateException("the scheduler is closed")
             self._waiting.append(request)
             self._cond.notify()
@@ -360,7 +377,7 @@ class BatchScheduler:
             queued = request in self._waiting
             if queued:     # never reached a slot: it ends here
                 self._waiting.remove(request)
-                request.sampler.close()
+                request.close()
                 self._emit(request, _END)
             self._cond.notify()
         if queued:
@@ -394,11 +411,15 @@ class BatchScheduler:
                 self._run_actions()
                 while self._waiting and len(self._order) < self.n_slots:
                     self._join(self._waiting.popleft())
-            self._step()
+            try:
+                self._step()
+            except Exception as exc:   # a failure outside a request's own decode must not end this thread
+                for slot in [s for s in self._order if s.request is not None]:
+                    self._fail(slot, exc)
             self._after_step()
         for request in pending:
             self._emit(request, LlamaStateException("the server is shutting down"))
-            request.sampler.close()
+            request.close()
         self._after_step()
 
     def _pick_slot(self, tokens: Sequence[int]) -> tuple[_Slot, int]:
@@ -426,7 +447,9 @@ class BatchScheduler:
                 slot.cache = loaded
                 lcp = common_prefix(loaded, request.tokens)
         n_keep = min(lcp, len(request.tokens) - 1) if request.params.cache_prompt else 0
-        if n_keep < len(slot.cache) and not self.context.memory_seq_rm(slot.seq, n_keep, -1):
+        if request.media is not None:   # never keep part of a medium
+            n_keep = request.media.cut(n_keep)
+        if n_keep < len(slot.cache) and not self.context.memory_seq_rm(slot.seq, request.position(n_keep), -1):
             self.context.memory_seq_rm(slot.seq, -1, -1)    # this memory cannot drop a suffix: start over
             n_keep = 0
         del slot.cache[n_keep:]
@@ -449,7 +472,7 @@ class BatchScheduler:
         if slot in self._order:
             self._order.remove(slot)
         if request is not None:
-            request.sampler.close()
+            request.close()
             if not request.params.cache_prompt:
                 self._forget(slot)
 
@@ -473,13 +496,17 @@ class BatchScheduler:
         batch = self._batch
         batch.clear()
         active = [s for s in self._order if s.request is not None and not s.request.cancelled]
+        for slot in active:
+            if slot.request is not None and slot.request.media is not None and slot.request.prompting:
+                self._evaluate_media(slot)
+        active = [s for s in active if s.request is not None and not s.request.cancelled]
         n_generating = sum(not s.request.prompting for s in active)   # type: ignore[union-attr]
         room, take = batch.capacity - n_generating, {}
         for slot in active:
             request = slot.request
             assert request is not None
             if request.prompting and room > 0:
-                take[slot.seq] = n = min(room, len(request.tokens) - request.n_past)
+                take[slot.seq] = n = min(room, request.text_end() - request.n_past)
                 room -= n
         generating: list[tuple[int, _Slot]] = []       # (batch index of its logits, slot)
         prompting: list[tuple[_Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
@@ -489,12 +516,12 @@ class BatchScheduler:
             assert request is not None
             if not request.prompting:
                 generating.append((n_tokens, slot))
-                batch.add(request.last, request.n_past, (slot.seq,), logits=True)
+                batch.add(request.last, request.position(request.n_past), (slot.seq,), logits=True)
                 n_tokens += 1
             elif slot.seq in take:
                 chunk = request.tokens[request.n_past:request.n_past + take[slot.seq]]
-                ends = request.n_past + len(chunk) == len(request.tokens)
-                index = batch.extend(chunk, request.n_past, slot.seq, logits_last=ends)
+                ends = request.n_past + len(chunk) == len(request.tokens)   # (a medium is never last)
+                index = batch.extend(chunk, request.position(request.n_past), slot.seq, logits_last=ends)
                 prompting.append((slot, len(chunk), index if ends else -1))
                 n_tokens = index + 1
         if not generating and not prompting:
@@ -534,6 +561,26 @@ class BatchScheduler:
                     self._take(slot, request.sampler.sample(self.context, index), index)
             except BaseException as exc:
                 self._fail(slot, exc)
+
+    def _evaluate_media(self, slot: _Slot) -> None:
+        """The media at the front of a joining request's prompt, each decoded into its sequence on
+        its own (as llama-server does: a medium's embeddings are not batched with other tokens), up
+        to the next text; the batch then takes the text."""
+        request = slot.request
+        assert request is not None and request.media is not None
+        media = request.media
+        try:
+            while request.prompting:
+                span = media.span_at(request.n_past)
+                if span is None:
+                    return
+                if not media.evaluate(self.context, request.n_past, slot.seq):
+                    raise LlamaInferenceException("decoding was aborted")
+                slot.cache.extend(request.tokens[request.n_past:span.end])
+                request.n_past = span.end
+                self.n_prompt_tokens += span.n_tokens
+        except BaseException as exc:
+            self._fail(slot, exc)
 
     def _take(self, slot: _Slot, token: int, index: int) -> None:
         """A sampled token (from logits row ``index``): its chunk to the stream, or the end of the request."""

@@ -201,6 +201,9 @@ class MediaPrompt:
                 spans.append(span)
                 native[span.start] = chunk
                 keys.extend([media_key(chunk.id)] * chunk.n_tokens)
+            if spans and spans[-1].end == len(keys):
+                raise LlamaMediaException("a prompt with media must end with text after its last medium (the "
+                                          "model's next token is read from the text's last position)")
             if len(keys) > n_ctx:
                 n_media = sum(s.n_tokens for s in spans)
                 raise LlamaContextException(

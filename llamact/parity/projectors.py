@@ -13,6 +13,9 @@ Kinds (each the smallest file mtmd's loader at the pin accepts for that projecto
   8x8 patches (16 image tokens), then a 2-layer MLP to the text model's embedding width.
 - ``gemma3``: Gemma 3's projector (``gemma3``): a 2-block ViT, the patches average-pooled 2x2, an
   RMS norm and one projection (4 image tokens); mtmd wraps them in the model's image tokens.
+- ``qwen2a``: Qwen2-Audio's projector (audio): a Whisper-style encoder (two 1-D convolutions over 128
+  mel bins, 2 blocks, 16 kHz audio in 30-second windows: 750 tokens each) and one projection; mtmd
+  wraps each clip in ``<|audio_bos|>`` / ``<|audio_eos|>`` (text to a model that lacks them).
 
 What enters: the text model's embedding width (its ``<arch>.embedding_length``; ``--model`` reads it
 from the GGUF). What leaves: the file. Raises ``ValueError`` for an unknown kind. Needs the ``gguf``
@@ -28,7 +31,7 @@ import numpy as np
 
 __all__ = ["KINDS", "embedding_width", "write_projector"]
 
-KINDS = ("mlp", "gemma3")
+KINDS = ("mlp", "gemma3", "qwen2a")
 _N_EMBD = 64      # the vision encoder's width
 _N_FF = 128
 _N_BLOCKS = 2
@@ -58,6 +61,8 @@ def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     rng = np.random.default_rng(seed)
     path = Path(path)
+    if kind == "qwen2a":
+        return _write_audio_projector(path, n_embd_text, rng)
     writer = gguf.GGUFWriter(str(path), "clip")
     writer.add_string("general.name", f"llamact random {kind} projector")
     writer.add_string("clip.projector_type", kind)
@@ -107,6 +112,54 @@ def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed:
         tensor("v.post_ln.bias", _N_EMBD, scale=0.01)
         tensor("mm.soft_emb_norm.weight", _N_EMBD, ones=True)
         tensor("mm.input_projection.weight", _N_EMBD, n_embd_text)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _write_audio_projector(path: Path, n_embd_text: int, rng: np.random.Generator) -> Path:
+    import gguf
+
+    n_mel, n_pos = 128, 1500   # Whisper's mel bins and positions (3000 frames of a 30 s window, halved)
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_string("general.name", "llamact random qwen2a projector")
+    writer.add_string("clip.projector_type", "qwen2a")
+    writer.add_bool("clip.has_audio_encoder", True)
+    writer.add_uint32("clip.audio.num_mel_bins", n_mel)
+    writer.add_uint32("clip.audio.embedding_length", _N_EMBD)
+    writer.add_uint32("clip.audio.feed_forward_length", _N_FF)
+    writer.add_uint32("clip.audio.block_count", _N_BLOCKS)
+    writer.add_uint32("clip.audio.attention.head_count", _N_HEAD)
+    writer.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
+    writer.add_uint32("clip.audio.projection_dim", n_embd_text)
+
+    def tensor(name: str, *shape: int, scale: float = 0.05, ones: bool = False) -> None:
+        data = np.ones(shape, np.float32) if ones else rng.normal(0.0, scale, shape).astype(np.float32)
+        writer.add_tensor(name, data)
+
+    tensor("a.conv1d.1.weight", _N_EMBD, n_mel, 3)
+    tensor("a.conv1d.1.bias", _N_EMBD, 1)
+    tensor("a.conv1d.2.weight", _N_EMBD, _N_EMBD, 3)
+    tensor("a.conv1d.2.bias", _N_EMBD, 1)
+    tensor("a.position_embd.weight", n_pos, _N_EMBD)
+    for i in range(_N_BLOCKS):
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            tensor(f"a.blk.{i}.{part}.weight", _N_EMBD, _N_EMBD)
+            if part != "attn_k":   # Whisper's key projection has no bias
+                tensor(f"a.blk.{i}.{part}.bias", _N_EMBD)
+        for norm in ("ln1", "ln2"):
+            tensor(f"a.blk.{i}.{norm}.weight", _N_EMBD, ones=True)
+            tensor(f"a.blk.{i}.{norm}.bias", _N_EMBD, scale=0.01)
+        tensor(f"a.blk.{i}.ffn_up.weight", _N_FF, _N_EMBD)
+        tensor(f"a.blk.{i}.ffn_up.bias", _N_FF)
+        tensor(f"a.blk.{i}.ffn_down.weight", _N_EMBD, _N_FF)
+        tensor(f"a.blk.{i}.ffn_down.bias", _N_EMBD)
+    tensor("a.post_ln.weight", _N_EMBD, ones=True)
+    tensor("a.post_ln.bias", _N_EMBD, scale=0.01)
+    tensor("mm.a.fc.weight", n_embd_text, _N_EMBD)
+    tensor("mm.a.fc.bias", n_embd_text)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

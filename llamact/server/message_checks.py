@@ -7,9 +7,9 @@ before handing them to the chat parser: a non-assistant message needs ``content`
 ``content`` or ``tool_calls``, content is a string, null or a list of parts, and a part is text or a
 media part the model must be able to take. Those errors reach a client with its messages ("All
 non-assistant messages must contain 'content'", "unsupported content[].type"); llamact's parser
-(``chat.oai``) words the same refusals its own way, so the server says them first. A media part is
-refused with its words for a model without a projector -- llamact serves no multimodal model yet --
-as a 400 where it answers 500 (docs/design.md deviation 12).
+(``chat.oai``) words the same refusals its own way, so the server says them first. A media part the
+model cannot take (no projector, or one without that modality; video always: mtmd is built without
+it) is refused with its words, as a 400 where it answers 500 (docs/design.md deviation 12).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ def _role(message: Json) -> str:
     return role if isinstance(role, str) else ""
 
 
-def check_messages(messages: list[Json]) -> None:
-    """Raise ``LlamaRequestException`` (400 on the server) for the first message llama-server refuses."""
+def check_messages(messages: list[Json], *, allow_image: bool = False, allow_audio: bool = False) -> None:
+    """Raise ``LlamaRequestException`` (400 on the server) for the first message llama-server refuses;
+    ``allow_image`` / ``allow_audio``: the server's projector takes that kind of media part."""
+    allowed = {kind for kind, ok in (("image_url", allow_image), ("input_audio", allow_audio)) if ok}
     for message in messages:
         keys = message.keys() if isinstance(message, dict) else ()
         role = _role(message)
@@ -51,6 +53,8 @@ def check_messages(messages: list[Json]) -> None:
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
             kind = kind if isinstance(kind, str) else ""
+            if kind in allowed:
+                continue
             if kind in MEDIA_REFUSALS:
                 raise LlamaRequestException(MEDIA_REFUSALS[kind])
             if kind != "text":

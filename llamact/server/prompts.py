@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import LlamaContextException, LlamaTokenLimitException
 from .protocol import RequestError
 
-__all__ = ["Prompt", "bounded_tokenizer", "check_prompt", "prompt_tokens", "read_prompts"]
+__all__ = ["Prompt", "bounded_tokenizer", "check_prompt", "count_chat_prompt", "prompt_tokens", "read_prompts"]
 
 Prompt = str | list[Any]   # text, or a list of token ids and strings (tokenize_mixed)
 """One prompt: text (tokenized with BOS and special tokens parsed) or a mixed list."""
@@ -106,3 +106,13 @@ def bounded_tokenizer(engine: Any, limit: int, what: str) -> Callable[..., list[
                                             {"n_prompt": exc.details["at_least"], "n_ctx": limit}) from None
             raise RequestError(f"the text holds {n} tokens, more than the server's limit of {limit} ({what})") from None
     return tokenize
+
+
+def count_chat_prompt(engine: Any, request: Any, limit: int) -> int:
+    """llama-server's count of a chat request's prompt (``handle_count_tokens``): the rendered prompt
+    tokenized with special tokens added and parsed, at most ``limit`` tokens (a huge prompt is refused
+    before all of it is tokenized); a medium counts as the embeddings its projector makes of it."""
+    if request.media:
+        return int(engine.prompt_length(request))
+    prompt = engine.chat_template(request).prompt
+    return len(bounded_tokenizer(engine, limit, "--max-tokenize-tokens")(prompt))

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..chat.media import MEDIA_MARKER
 from ..engine import GenerationParams, LlamaEngine
 from ..engine.chat_types import system_fingerprint
 from ..engine.sampling import SAMPLER_NAMES
@@ -82,8 +83,10 @@ def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slot
         "model_alias": model_alias,
         "model_ftype": engine.model_ftype,
         "model_path": model_path,
-        "modalities": {"vision": False, "video": False, "audio": False},   # text models only
-        "media_marker": "",   # no media input: nothing marks it
+        # what the projector (--mmproj) takes; video never (mtmd is built without it)
+        "modalities": {"vision": engine.supports_vision, "video": False, "audio": engine.supports_audio},
+        # what marks a medium in a raw prompt (/completion's prompt_string with multimodal_data)
+        "media_marker": MEDIA_MARKER if engine.supports_vision or engine.supports_audio else "",
         "endpoint_slots": endpoint_slots,   # GET /slots (--no-slots turns it off)
         "endpoint_props": endpoint_props,   # POST /props (--props turns it on)
         "endpoint_metrics": True,

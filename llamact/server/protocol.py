@@ -76,6 +76,9 @@ class RequestDefaults:
     # (llama-server's bound on a request's n)
     vocabulary: Vocabulary | None = None
     n_parallel: int = 1
+    # media content parts the model takes (its projector's: --mmproj)
+    allow_image: bool = False
+    allow_audio: bool = False
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
@@ -280,7 +283,7 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
         raise RequestError("'messages' is required")
     if not isinstance(body["messages"], list):
         raise RequestError("Expected 'messages' to be an array")
-    check_messages(body["messages"])
+    check_messages(body["messages"], allow_image=defaults.allow_image, allow_audio=defaults.allow_audio)
     stream = _stream(body)
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,

@@ -95,6 +95,16 @@ class ServerSettings(BaseSettings):
     pooling: Literal["none", "mean", "cls", "last", "rank"] | None = None   # None: the model's own
     reranking: bool = False                   # the /rerank routes: pooling "rank" (llama-server's --reranking)
     embd_normalize: int = Field(2, ge=-1)     # pooled vectors' norm: -1 none, 0 max-abs (int16), 1, 2 euclidean, p
+    # images and audio (llama-server's --mmproj ...; engine.media): the projector, its device, the
+    # image token budget, where media may come from, and how large they may decode
+    mmproj: Path | None = None
+    mmproj_offload: bool = True
+    image_min_tokens: int = Field(-1, ge=-1)
+    image_max_tokens: int = Field(-1, ge=-1)
+    media_path: Path | None = None            # file:// URLs are read under it (None: refused)
+    media_fetch: bool = False                 # http(s):// media URLs are downloaded (10 MB, 10 s)
+    media_max_pixels: int = Field(50_000_000, ge=1)
+    media_max_audio_seconds: float = Field(600.0, gt=0)
 
     def embedding_pooling(self) -> str | None:
         """The pooling the embedding routes ask for (None: the model's own)."""
@@ -118,7 +128,12 @@ class ServerSettings(BaseSettings):
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
                            n_threads=self.threads, n_threads_batch=self.threads,
                            adaptive_threads=not self.fixed_threads, n_gpu_layers=self.n_gpu_layers,
-                           chat_template=template, n_seq_max=self.parallel, loras=self.lora)
+                           chat_template=template, n_seq_max=self.parallel, loras=self.lora,
+                           mmproj=self.mmproj, mmproj_offload=self.mmproj_offload,
+                           image_min_tokens=self.image_min_tokens, image_max_tokens=self.image_max_tokens,
+                           media_path=self.media_path, media_fetch=self.media_fetch,
+                           media_max_pixels=self.media_max_pixels,
+                           media_max_audio_seconds=self.media_max_audio_seconds)
 
 
 def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ServerSettings:

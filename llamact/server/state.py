@@ -83,6 +83,7 @@ class ServerState:
                 vocabulary=Vocabulary(engine.n_vocab, lambda: engine.eog_tokens,
                                       lambda text: engine.tokenize(text, add_special=False, parse_special=False)),
                 n_parallel=self.settings.parallel,
+                allow_image=engine.supports_vision, allow_audio=engine.supports_audio,
             )
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:

@@ -17,8 +17,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ...errors import LlamaInferenceException
-from ..prompts import bounded_tokenizer
+from ...errors import LlamaInferenceException, LlamaMediaException
+from ..prompts import count_chat_prompt
 from ..protocol import RequestError, exception_response, read_chat
 from ..responses_api import read_responses
 from ..state import state_of
@@ -30,9 +30,10 @@ router = APIRouter()
 
 
 def _count(engine: Any, request: Any, limit: int) -> int:
-    prompt = engine.chat_template(request).prompt
     try:   # bounded: a count of a huge prompt must not hold a gigabyte in llama.cpp's tokenizer
-        return len(bounded_tokenizer(engine, limit, "--max-tokenize-tokens")(prompt))
+        return count_chat_prompt(engine, request, limit)
+    except LlamaMediaException:
+        raise
     except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
         raise RequestError(f"the rendered prompt: {exc}") from None
 

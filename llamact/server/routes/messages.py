@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from ..anthropic_api import message_json, read_messages
 from ..anthropic_stream import ANTHROPIC_FRAMING, AnthropicEvents
 from ..lora_control import with_lora
-from ..prompts import bounded_tokenizer
+from ..prompts import count_chat_prompt
 from ..protocol import exception_response
 from ..state import state_of
 from .body import json_body
@@ -48,19 +48,13 @@ async def messages(request: Request) -> Response:
     return await answer_chat(request, call, whole, render, framing=ANTHROPIC_FRAMING, lora=lora)
 
 
-def _count(engine: Any, call: Any, limit: int) -> int:
-    """llama-server's count: the rendered prompt tokenized with special tokens added and parsed (at
-    most ``limit`` tokens: a huge prompt is refused before all of it is tokenized)."""
-    prompt = engine.chat_template(call.request).prompt
-    return len(bounded_tokenizer(engine, limit, "--max-tokenize-tokens")(prompt))
-
-
 @router.post("/v1/messages/count_tokens")
 async def count_tokens(request: Request) -> Response:
     state = state_of(request)
     try:
         call = await json_body(request, read_messages, state.defaults)
-        n_tokens = await asyncio.to_thread(_count, state.engine, call, state.settings.max_tokenize_tokens)
+        n_tokens = await asyncio.to_thread(count_chat_prompt, state.engine, call.request,
+                                           state.settings.max_tokenize_tokens)
     except Exception as exc:
         return exception_response(exc)
     return JSONResponse({"input_tokens": n_tokens})
