@@ -5,6 +5,7 @@ The public API is what this module exports; everything else may change.
 
 from ._build import build_info
 from .chat.deltas import ToolCallDelta
+from .chat.media import MEDIA_MARKER, audio_part, image_part
 from .chat.messages import ChatMessage, ToolCall
 from .chat.oai import ChatTool
 from .chat.request import ChatRequest
@@ -30,6 +31,7 @@ from .errors import (
     LlamaContextException,
     LlamaException,
     LlamaInferenceException,
+    LlamaMediaException,
     LlamaModelException,
     LlamaRequestException,
     LlamaStateException,
@@ -82,4 +84,8 @@ __all__ = [
     "LlamaStateException",
     "LlamaRequestException",
     "LlamaTemplateException",
+    "LlamaMediaException",
+    "image_part",
+    "audio_part",
+    "MEDIA_MARKER",
 ]

@@ -58,7 +58,7 @@ from .params import (
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
-from .slot_state import checked_slot_tokens, pack_tokens
+from .slot_state import checked_slot_tokens, pack_tokens, refuse_media
 from .templating import EngineTemplates
 
 
@@ -509,6 +509,7 @@ class LlamaEngine:
         file without the last logits); ``load_state`` needs the same flag."""
         with self._reserved():
             tokens = self._prompt_cache.tokens
+            refuse_media(tokens)
             if sequence_only:
                 self.context.save_seq_state(path, 0, tokens)
             else:

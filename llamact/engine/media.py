@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..chat.media import MediaRef
-from ..errors import LlamaContextException, LlamaMediaException, LlamaStateException, LlamaUnsupportedException
+from ..errors import (
+    LlamaContextException,
+    LlamaInferenceException,
+    LlamaMediaException,
+    LlamaStateException,
+    LlamaUnsupportedException,
+)
 from ..native.context import Context
 from ..native.mtmd import (
     CHUNK_AUDIO,
@@ -180,7 +186,10 @@ class MediaPrompt:
         try:
             for i, data in enumerate(media):
                 _check_medium(projector, data, policy, i)
-                bitmaps.append(projector.bitmap(data))
+                try:
+                    bitmaps.append(projector.bitmap(data))
+                except LlamaInferenceException as exc:   # the header read, the rest did not
+                    raise LlamaMediaException(f"medium {i + 1}: {exc}", {"index": i, **exc.details}) from None
             try:
                 chunks = projector.tokenize(text, bitmaps)
             except Exception as exc:

@@ -13,16 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import LlamaStateException
+from ..errors import LlamaStateException, LlamaUnsupportedException
 
-__all__ = ["checked_slot_tokens", "pack_tokens", "unpack_tokens"]
+__all__ = ["checked_slot_tokens", "pack_tokens", "refuse_media", "unpack_tokens"]
 
 TOKEN_NULL = -1
 VERSION = 1
 
 
 def pack_tokens(tokens: Sequence[int]) -> list[int]:
+    refuse_media(tokens)
     return [TOKEN_NULL, VERSION, len(tokens), *tokens, 0]
+
+
+def refuse_media(tokens: Sequence[int]) -> None:
+    """A cache holding images or audio (their keys are negative: ``engine.media``) is not written to a
+    file: llama-server packs each medium's chunk there, which llamact does not (yet)."""
+    if any(t < 0 for t in tokens):
+        raise LlamaUnsupportedException(
+            "the KV cache holds images or audio, which llamact cannot save to a file yet; clear it first "
+            "(or save before a request with media)")
 
 
 def unpack_tokens(words: Sequence[int]) -> list[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from media_helpers import engine_params
 
-from llamact import LlamaEngine, ModelParams
+from llamact import LlamaEngine
 from llamact.parity.projectors import write_projector
 
 
