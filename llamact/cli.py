@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the model's")
     chat.add_argument("--json-schema", type=Path, help="a JSON schema file the answer must follow")
     chat.add_argument("--no-thinking", action="store_true", help="ask the template not to think first")
+    chat.add_argument("-mm", "--mmproj", type=Path,
+                      help="the model's multimodal projector GGUF (images / audio in messages)")
+    chat.add_argument("--image", action="append", type=Path, default=[],
+                      help="an image file sent with the first message (repeatable; needs --mmproj)")
+    chat.add_argument("--audio", action="append", type=Path, default=[],
+                      help="an audio file (WAV, MP3, FLAC) sent with the first message (repeatable; needs --mmproj)")
 
     serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])")
     serve.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
@@ -222,7 +228,7 @@ def _model_params(args: argparse.Namespace) -> ModelParams:
     return ModelParams(
         n_ctx=args.ctx_size, n_threads=args.threads, adaptive_threads=not args.fixed_threads,
         n_gpu_layers=args.n_gpu_layers, devices=args.device.split(",") if args.device else None,
-        rpc_servers=args.rpc.split(",") if args.rpc else (),
+        rpc_servers=args.rpc.split(",") if args.rpc else (), mmproj=getattr(args, "mmproj", None),
     )
 
 
@@ -355,27 +361,53 @@ def _stream_reply(engine: LlamaEngine, messages: list[dict[str, object]], params
     return reply
 
 
+def _media_file(path: Path, kind: str) -> dict[str, object]:
+    from .chat.media import audio_part, image_part
+
+    try:
+        return image_part(path) if kind == "image" else audio_part(path)
+    except OSError as exc:
+        raise LlamaException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
+
+
+def _user_message(text: str, media: list[dict[str, object]]) -> dict[str, object]:
+    """A user message: the text alone, or the text followed by the media parts given with it."""
+    if not media:
+        return {"role": "user", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": text}, *media]}
+
+
 def _cmd_chat(args: argparse.Namespace) -> int:
     options = _chat_options(args)
+    media = [_media_file(p, "image") for p in args.image] + [_media_file(p, "audio") for p in args.audio]
     with _load(args, show_progress=True) as engine:
         params = _generation_params(args)
         messages: list[dict[str, object]] = []
         if args.system:
             messages.append({"role": "system", "content": args.system})
         if args.prompt is not None:
-            messages.append({"role": "user", "content": args.prompt})
+            messages.append(_user_message(args.prompt, media))
             print(f"> {args.prompt}")
             _stream_reply(engine, messages, params, options)
             return 0
+        print("(/image PATH or /audio PATH attaches a file to your next message)", file=sys.stderr)
         while True:
             try:
                 line = input("> ")
             except EOFError:
                 print()
                 return 0
+            command, _, rest = line.strip().partition(" ")
+            if command in ("/image", "/audio") and rest:
+                try:
+                    media.append(_media_file(Path(rest.strip()), command[1:]))
+                except LlamaException as exc:
+                    print(f"llamact: {exc}", file=sys.stderr)
+                continue
             if not line.strip():
                 continue
-            messages.append({"role": "user", "content": line})
+            messages.append(_user_message(line, media))
+            media = []
             messages.append(_stream_reply(engine, messages, params, options))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ def browser() -> Iterator[Any]:
 
 
 def ask(browser: Any, live: LiveServer, text: str, *, key: str = "", tools: Any = None, history: Any = None,
-        max_tokens: int = 16) -> Any:
+        max_tokens: int = 16, attach: Path | None = None) -> Any:
     """Send ``text`` from the page, greedy (the server's default temperature samples at random), and
     return the answer's element once its stream ended."""
     browser.get(live.base_url + "/")
@@ -52,6 +53,9 @@ def ask(browser: Any, live: LiveServer, text: str, *, key: str = "", tools: Any 
     limit = browser.find_element(By.ID, "max-tokens")
     limit.clear()
     limit.send_keys(str(max_tokens))
+    if attach is not None:   # the picker appears once /props said what the projector takes
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "attach").is_displayed())
+        browser.find_element(By.ID, "attach").send_keys(str(attach))
     browser.find_element(By.ID, "input").send_keys(text)
     browser.find_element(By.ID, "send").click()
     # the page marks the answer done when its stream ended
@@ -78,3 +82,19 @@ def test_page_shows_tool_calls_as_json_and_the_grammar(browser: Any, fresh_herme
     assert json.loads(calls[0]["function"]["arguments"]) == {"location": "Paris"}
     assert answer.get_attribute("data-finish") == "tool_calls"
     assert "root" in browser.find_element(By.ID, "grammar").text
+
+
+def test_page_attaches_an_image(browser: Any, smollm2_path: Path, repo_root: Path, tmp_path: Path) -> None:
+    """With --mmproj the page offers a file picker: the image goes in the message as an image_url part,
+    shows in the conversation, and the prompt panel shows where the template put it."""
+    from llamact.parity.projectors import write_projector
+
+    mmproj = write_projector(tmp_path / "mmproj.gguf", 576, "mlp")
+    photo = repo_root / "vendor" / "llama.cpp" / "tools" / "mtmd" / "test-1.jpeg"
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--mmproj", str(mmproj)) as live:
+        answer = ask(browser, live, "What is in this picture?", attach=photo, max_tokens=8)
+        assert answer.get_attribute("data-finish") in ("stop", "length")
+        shown = browser.find_elements(By.CSS_SELECTOR, ".user img")
+        assert len(shown) == 1 and shown[0].get_attribute("src").startswith("data:image/jpeg;base64,")
+        assert "What is in this picture?<__media__>" in browser.find_element(By.ID, "prompt").text
+        assert '"vision": true' in browser.find_element(By.ID, "props").text
