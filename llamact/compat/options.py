@@ -45,7 +45,9 @@ _REFUSED_LOAD_OPTIONS: dict[str, tuple[Any, str]] = {
     "tokenizer": (None, "llamact tokenizes with the model's own vocabulary"),
     "spm_infill": (False, "infill is the server's /infill route (llamact serve)"),
     "chat_handler": (None, "llama-cpp-python's chat handlers (Llava, functionary, ...) are its own code; llamact "
-                           "uses the model's chat template and parses tool calls itself (leave it None)"),
+                           "uses the model's chat template and parses tool calls itself (leave it None); for "
+                           "images and audio pass the model's projector as mmproj='mmproj.gguf' and send "
+                           "image_url / input_audio parts"),
 }
 MODEL_PARAMS_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelParams))
 

@@ -53,8 +53,10 @@ def _field_text(reader: object, key: str) -> str:
     return bytes(field.parts[field.data[0]]).decode()
 
 
-def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed: int = 0) -> Path:
-    """Write a random-weight projector of ``kind`` whose output width is ``n_embd_text``."""
+def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed: int = 0,
+                    image_size: int | None = None) -> Path:
+    """Write a random-weight projector of ``kind`` whose output width is ``n_embd_text``; ``image_size``
+    (a multiple of the patch size: 8 for mlp, 32 for gemma3) sets a vision projector's input size."""
     import gguf
 
     if kind not in KINDS:
@@ -68,7 +70,7 @@ def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed:
     writer.add_string("clip.projector_type", kind)
     writer.add_bool("clip.has_vision_encoder", True)
     writer.add_bool("clip.use_gelu", True)
-    image_size, patch = (32, 8) if kind == "mlp" else (64, 16)
+    image_size, patch = (image_size or 32, 8) if kind == "mlp" else (image_size or 64, 16)
     writer.add_uint32("clip.vision.image_size", image_size)
     writer.add_uint32("clip.vision.patch_size", patch)
     writer.add_uint32("clip.vision.embedding_length", _N_EMBD)
