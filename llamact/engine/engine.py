@@ -138,6 +138,9 @@ class LlamaEngine:
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        other = _engine_for_file(cls, path)
+        if other is not None:   # a sibling runtime's file (LitertEngine: .litertlm)
+            return other.load(path, params, progress, **model_options)
         params = with_model_keywords(params, model_options)
         context_options = ContextOptions(  # checked here, before the model takes time and memory
             n_ctx=params.n_ctx,
@@ -790,6 +793,16 @@ def _top_logprobs(params: GenerationParams) -> int | None:
 
 
 __all__ = ["LlamaEngine", "StopReason"]
+
+
+def _engine_for_file(cls: type[LlamaEngine], path: str | os.PathLike[str]) -> type[LlamaEngine] | None:
+    """The engine class that loads ``path`` when it is not a GGUF: a subclass naming the file's suffix
+    in ``FILE_SUFFIXES`` (``engine/litert_engine.py``), found without importing it here."""
+    suffix = Path(path).suffix.lower()
+    for sub in LlamaEngine.__subclasses__():
+        if suffix in getattr(sub, "FILE_SUFFIXES", ()) and not issubclass(cls, sub):
+            return sub
+    return None
 
 
 def _offloads(params: ModelParams) -> bool:
