@@ -70,8 +70,8 @@ class LitertEngine(LlamaEngine):
 
     FILE_SUFFIXES = (".litertlm",)
 
-    def __init__(self, runtime: litert.RuntimeEngine, bundle: litert.BundleInfo,  # noqa: super().__init__ is native
-                 params: ModelParams) -> None:
+    def __init__(self, runtime: litert.RuntimeEngine, bundle: litert.BundleInfo, params: ModelParams) -> None:
+        # LlamaEngine.__init__ is not called: it builds llama.cpp's model and context
         self.params = params
         self.bundle = bundle
         self._runtime = runtime
@@ -197,7 +197,7 @@ class LitertEngine(LlamaEngine):
         return ()
 
     @property
-    def eog_tokens(self) -> tuple[int, ...]:   # type: ignore[override]
+    def eog_tokens(self) -> tuple[int, ...]:
         return tuple(s[0] for s in self._runtime.stop_tokens if len(s) == 1)
 
     @property
@@ -433,7 +433,11 @@ class LitertEngine(LlamaEngine):
         settings = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         if isinstance(prompt, (bytes, bytearray)):
             prompt = bytes(prompt).decode("utf-8", errors="replace")
-        text = prompt if isinstance(prompt, str) else self.detokenize(list(prompt))
+        if isinstance(prompt, str):
+            text = prompt
+        else:   # ids: the runtime adds the start token itself
+            ids = list(prompt)
+            text = self.detokenize(ids[1:] if ids[:1] == [self._runtime.start_token] else ids)
         n_prompt = len(self.tokenize(text))
         generation = self._generate_text(text, settings, settings.stop, n_prompt, "prompt")
         return GenerationStream(generation, generation.close)

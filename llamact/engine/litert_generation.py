@@ -18,7 +18,7 @@ engine's ``cancel()`` stop it from another thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from ..backends.litert import RuntimeStream
 from .decode import GenerationChunk, StopReason, Timings
@@ -84,7 +84,7 @@ class RuntimeGeneration:
         except Exception:
             pass
 
-    def _run(self) -> Iterator[GenerationChunk]:
+    def _run(self) -> Generator[GenerationChunk, None, None]:
         started = self._started
         first: float | None = None
         pieces = 0

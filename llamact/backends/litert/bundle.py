@@ -121,7 +121,7 @@ def read_bundle(path: str | os.PathLike[str]) -> BundleInfo:
         raise LlamaModelException(f"cannot read the model file {path}: {exc.strerror or exc}",
                                   {"path": str(path)}) from None
     return BundleInfo(path, (major, minor, patch), tuple(sections), system, fields.template, fields.model_type,
-                      tuple(fields.channels), fields.max_num_tokens, fields.min_runtime_version,
+                      tuple(fields.channels or ()), fields.max_num_tokens, fields.min_runtime_version,
                       fields.force_string_content)
 
 

@@ -72,6 +72,6 @@ def family_for(path: str | Path, model_type: str | None = None) -> Family | None
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template_source(file: str) -> str:
     return (resources.files(__package__) / "templates" / file).read_text(encoding="utf-8")

@@ -65,8 +65,8 @@ def refuse_unsupported(request: ChatRequest) -> None:
             "tool_choice='required' needs a grammar that forces a call, which the LiteRT-LM runtime cannot apply: "
             f"use tool_choice='auto' {_GGUF}", {"option": "tool_choice"})
     if request.logprobs or request.top_logprobs:
-        raise LlamaUnsupportedException("the LiteRT-LM runtime gives no token probabilities: drop logprobs, "
-                                        f"{_GGUF}", {"option": "logprobs"})
+        raise LlamaUnsupportedException("the LiteRT-LM runtime gives no token probabilities: drop logprobs, or use "
+                                        "a GGUF model", {"option": "logprobs"})
     for message in inputs.messages:
         if any(part.type != "text" for part in message.content_parts):
             raise LlamaUnsupportedException(

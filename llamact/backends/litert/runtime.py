@@ -22,6 +22,7 @@ import contextlib
 import functools
 import importlib
 import importlib.metadata
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -87,6 +88,15 @@ def quiet_runtime(lt: ModuleType) -> Iterator[None]:
             lt.set_min_log_severity(lt.LogSeverity.ERROR)
 
 
+def _kernel_cache() -> str:
+    folder = Path(os.environ.get("LLAMACT_CACHE") or Path.home() / ".cache" / "llamact") / "litert-xnnpack"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return ":nocache"   # the runtime's word for no cache
+    return str(folder)
+
+
 class RuntimeEngine:
     """One loaded bundle in the runtime (``litert_lm.Engine``) and what llamact asks of it."""
 
@@ -100,10 +110,13 @@ class RuntimeEngine:
 
     @classmethod
     def open(cls, path: Path, *, threads: int | None, max_num_tokens: int) -> RuntimeEngine:
+        """Load ``path`` on the CPU. The runtime's compiled-kernel cache goes to llamact's cache folder
+        (``LLAMACT_CACHE``/litert-xnnpack), not beside the model file where the runtime would put it."""
         lt = load_runtime()
         lt.set_min_log_severity(lt.LogSeverity.ERROR)
         try:
-            engine = lt.Engine(str(path), backend=lt.Backend.CPU(thread_count=threads), max_num_tokens=max_num_tokens)
+            engine = lt.Engine(str(path), backend=lt.Backend.CPU(thread_count=threads), max_num_tokens=max_num_tokens,
+                               cache_dir=_kernel_cache())
         except (RuntimeError, ValueError) as exc:
             raise LlamaModelException(
                 f"the LiteRT-LM runtime could not load {path.name} ({exc}); check that it is a LiteRT-LM bundle for "
@@ -185,13 +198,13 @@ class RuntimeEngine:
                 conversation.close()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _declared_tool_class(lt: ModuleType) -> type:
     """A tool the runtime declares to the template but never runs (automatic tool calling is off:
     llamact parses the calls and the caller runs them): ``litert_lm.Tool``, subclassed once the
     runtime is loaded (it may be absent when this module is imported)."""
 
-    class DeclaredTool(lt.Tool):  # type: ignore[name-defined,misc]
+    class DeclaredTool(lt.Tool):  # type: ignore[name-defined]
         def __init__(self, description: Mapping[str, Any]) -> None:
             self._description = dict(description)
 
