@@ -773,6 +773,12 @@ def _chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> 
     return (with_sampling_keywords(params, sampling) if sampling else params), rest
 
 
+def chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
+                                                                                  dict[str, Any]]:
+    """``create()``'s keyword split (sampling settings, request options), for engines beside this one."""
+    return _chat_keywords(params, options)
+
+
 def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
     changes: dict[str, Any] = {}
     if logprobs is not None:

@@ -52,7 +52,7 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from .chat_completion import ChatStream
-from .engine import GenerationStream, LlamaEngine, _chat_keywords
+from .engine import GenerationStream, LlamaEngine, chat_keywords
 from .litert_generation import RuntimeGeneration
 from .params import GenerationParams, ModelParams, with_model_keywords
 
@@ -62,7 +62,8 @@ log = logging.getLogger("llamact.litert")
 
 _GENERATION_DEFAULTS = {f.name: getattr(GenerationParams(), f.name) for f in fields(GenerationParams)}
 # ModelParams fields that change what a model computes, which the runtime cannot honour
-_MODEL_REFUSED = {"loras": (), "rpc_servers": (), "n_seq_max": 1}
+_MODEL_REFUSED = {"loras": ("LoRA adapters", ()), "rpc_servers": ("RPC servers", ()),
+                  "n_seq_max": ("parallel sequences (llamact serve --parallel: one slot)", 1)}
 
 
 class LitertEngine(LlamaEngine):
@@ -94,10 +95,10 @@ class LitertEngine(LlamaEngine):
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         target = Path(path if path is not None else model_path)  # type: ignore[arg-type]
         params = with_model_keywords(params, model_options)
-        for name, default in _MODEL_REFUSED.items():
+        for name, (what, default) in _MODEL_REFUSED.items():
             if getattr(params, name) != default:
-                raise LlamaUnsupportedException(f"ModelParams.{name} is not supported by the LiteRT-LM runtime: leave "
-                                                "it at its default for a .litertlm model", {"field": name})
+                raise LlamaUnsupportedException(f"the LiteRT-LM runtime has no {what}: leave ModelParams.{name} at "
+                                                f"{default!r} for a .litertlm model", {"field": name})
         if not target.is_file():
             raise LlamaModelException(f"no model file at {target}", {"path": str(target)})
         bundle = litert.read_bundle(target)
@@ -291,6 +292,20 @@ class LitertEngine(LlamaEngine):
                 self._runtime_template = self._adapt(self._choice.runtime_source)
         return self._runtime_template
 
+    def runtime_render(self, messages: Any, **options: Any) -> str:
+        """What the runtime's own template engine renders for a request's conversation path (its
+        ``render_message_to_string``: the history, the last message, the generation prompt), "" when
+        the runtime's render fails. ``chat_template()`` is llamact's rendering; for a request the
+        conversation takes, the two are equal (tested), which this shows."""
+        request = as_chat_request(messages, options)
+        call, reason = litert.conversation_call(request, has_template=self.runtime_template() is not None,
+                                                runtime_parses_tools=False)
+        if call is None:
+            raise LlamaUnsupportedException(f"this request does not take the runtime's conversation ({reason})",
+                                            {"reason": reason})
+        return self._runtime.render(self.runtime_template(), [*call.preface, call.message], call.extra_context,
+                                    tools=call.tools)
+
     def _adapt(self, source: str | None) -> str | None:
         if source is None:
             return None
@@ -310,7 +325,7 @@ class LitertEngine(LlamaEngine):
 
     def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
         """``LlamaEngine.create`` on the runtime (see the module docstring)."""
-        params, options = _chat_keywords(params, options)
+        params, options = chat_keywords(params, options)
         params = params or GenerationParams()
         request = as_chat_request(messages, options)
         self._check_open()

@@ -185,13 +185,15 @@ class RuntimeEngine:
             raise LlamaInferenceException(f"the LiteRT-LM runtime could not start a session: {exc}") from exc
 
     def render(self, template: str | None, messages: Sequence[Mapping[str, Any]],
-               extra_context: Mapping[str, Any] | None = None, quiet: bool = False) -> str:
+               extra_context: Mapping[str, Any] | None = None, quiet: bool = False,
+               tools: Sequence[Mapping[str, Any]] = ()) -> str:
         """What the runtime's own template engine makes of ``messages`` (``render_message_to_string``:
         the preface and the last message, with the generation prompt); "" when its render fails."""
         if not messages:
             return ""
         with quiet_runtime(self.lt) if quiet else contextlib.nullcontext():
-            conversation = self.conversation(template=template, messages=messages[:-1], extra_context=extra_context)
+            conversation = self.conversation(template=template, messages=messages[:-1], extra_context=extra_context,
+                                             tools=tools)
             try:
                 return str(conversation.render_message_to_string(dict(messages[-1])))
             finally:

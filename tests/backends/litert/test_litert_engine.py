@@ -185,7 +185,7 @@ def test_bad_bundles_and_options_are_typed(tmp_path: Path, tiny_bundle: Path) ->
         LlamaEngine.load(truncated)
     with pytest.raises(LlamaModelException, match="no model file"):
         LlamaEngine.load(tmp_path / "missing.litertlm")
-    with pytest.raises(LlamaUnsupportedException, match="n_seq_max"):
+    with pytest.raises(LlamaUnsupportedException, match="parallel sequences.*n_seq_max"):
         LlamaEngine.load(tiny_bundle, n_seq_max=2)
 
 
@@ -219,3 +219,22 @@ def test_the_tiny_bundle_is_what_the_script_builds() -> None:
 
     info = read_bundle(Path(__file__).parent / "data" / "smollm2-tiny-random.litertlm")
     assert json.dumps(info.system_metadata.get("Authors")) == '"ODML"'
+
+
+def test_the_async_engine_and_create_completion_run_a_bundle(tiny_bundle: Path) -> None:
+    import asyncio
+    import warnings
+
+    from llamact import AsyncLlamaEngine
+
+    async def run() -> tuple[str, str]:
+        async with await AsyncLlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1) as engine:
+            pieces = [c.content or "" async for c in engine.create(USER, max_tokens=8, **SAMPLED)]
+            whole = await engine.complete_chat(USER, max_tokens=8, **SAMPLED)
+            return "".join(pieces), whole.content
+
+    streamed, whole = asyncio.run(run())
+    assert streamed == whole and whole
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1) as engine, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert engine.create_completion(USER, max_tokens=8, **SAMPLED).content == whole

@@ -40,10 +40,9 @@ READS_PARTS = ("{%- for m in messages -%}<|im_start|>{{ m['role'] }}\n{%- if m['
 SINGLE_TURN = "{%- if is_appending_to_prefill -%}{{ prompt }}{%- endif -%}<|im_start|>assistant\n"
 
 
-def _runtime_render(engine: LlamaEngine, messages: list[dict], extra: dict | None = None) -> str:
-    """What the runtime's own template engine renders for ``messages`` with the engine's template
-    (render_message_to_string: the preface, then the last message, with the generation prompt)."""
-    return engine._runtime.render(engine.runtime_template(), messages, extra)   # type: ignore[attr-defined]
+def _runtime_render(engine: LlamaEngine, messages: list[dict], **options: object) -> str:
+    """What the runtime's own template engine renders for ``messages`` (render_message_to_string)."""
+    return engine.runtime_render(messages, **options)   # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("messages", CONVERSATIONS, ids=["one", "history", "unicode"])
@@ -63,11 +62,7 @@ def test_tools_reach_the_runtime_template_as_llamact_renders_them(tiny_bundle: P
     with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=template) as engine:
         messages = CONVERSATIONS[0]
         prompt = engine.chat_template(messages, tools=[tool]).prompt
-        runtime = engine._runtime.conversation(template=engine.runtime_template(), tools=[tool])  # type: ignore
-        try:
-            assert runtime.render_message_to_string(messages[0]) == prompt
-        finally:
-            runtime.close()
+        assert "<tools>" in prompt and _runtime_render(engine, messages, tools=[tool]) == prompt
 
 
 @pytest.mark.parametrize(("template", "shape"), [(CONCATENATES, ContentShape.CONCATENATES),
@@ -124,7 +119,7 @@ def test_enable_thinking_false_reaches_the_runtime_template(tiny_bundle: Path) -
     with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=template) as engine:
         off = engine.chat_template(CONVERSATIONS[0], enable_thinking=False).prompt
         assert off.endswith("<think>\n\n</think>\n\n")
-        assert _runtime_render(engine, CONVERSATIONS[0], {"enable_thinking": False}) == off
+        assert _runtime_render(engine, CONVERSATIONS[0], enable_thinking=False) == off
         stream = engine.create(CONVERSATIONS[0], enable_thinking=False, max_tokens=6, seed=2, temperature=1.0)
         reply = stream.completion()
         assert stream.generation.path == "conversation"
