@@ -315,11 +315,26 @@ class LitertEngine(LlamaEngine):
 
         shape = litert.classify(render, source)
         self.content_shape = shape
-        if shape is litert.ContentShape.UNADAPTABLE:
-            log.warning("the chat template from %s cannot be adapted to LiteRT-LM %s's content parts: requests that "
-                        "fail name it; set ModelParams.chat_template to a template that reads content as a list of "
-                        "{'type': 'text', 'text': ...} parts", self._choice.origin, litert.runtime_version())
-        return litert.adapted(source) if shape.needs_prelude else source
+        if shape is not litert.ContentShape.UNADAPTABLE:
+            return litert.adapted(source) if shape.needs_prelude else source
+        if self._renders_probe():
+            # the runtime's engine cannot run it ({% continue %}, a Python method), llamact's can
+            log.warning("LiteRT-LM %s's template engine cannot render the chat template from %s; llamact renders "
+                        "its requests (they do not use the runtime's conversation path)", litert.runtime_version(),
+                        self._choice.origin)
+            return None
+        log.warning("the chat template from %s cannot be adapted to LiteRT-LM %s's content parts: requests that "
+                    "fail name it; set ModelParams.chat_template to a template that reads content as a list of "
+                    "{'type': 'text', 'text': ...} parts", self._choice.origin, litert.runtime_version())
+        return source
+
+    def _renders_probe(self) -> bool:
+        """Whether llamact's rendering of the model's template shows a message's text."""
+        try:
+            prompt = self.chat_template([{"role": "user", "content": litert.PROBE}]).prompt
+        except LlamaException:
+            return False
+        return litert.PROBE in prompt
 
     # -- generation --------------------------------------------------------------------------------
 

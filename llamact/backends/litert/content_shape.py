@@ -18,7 +18,9 @@ both run, that gives every message whose content is a list of parts its text as 
 so the bundle answers as it did with 0.17. Other keys of a message stay as they are (``dict(m,
 content=...)``). A template the prelude cannot repair (one written in the runtime's single-turn
 ``is_appending_to_prefill`` form, or one that fails on strings too) is ``UNADAPTABLE``: the engine
-logs one warning and a request that then fails names the template.
+logs one warning and a request that then fails names the template; the engine first checks whether
+llamact's own Jinja renders it (a template with ``{% continue %}``, which MiniJinja rejects, is one):
+then llamact renders its requests and the runtime only generates.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-__all__ = ["PRELUDE", "ContentShape", "adapted", "classify"]
+__all__ = ["PRELUDE", "PROBE", "ContentShape", "adapted", "classify"]
 
 PROBE = "llamact probe 7f3a"
 

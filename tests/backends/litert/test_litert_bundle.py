@@ -210,3 +210,28 @@ def test_a_response_format_needs_the_conversation_path() -> None:
     with pytest.raises(LlamaUnsupportedException, match="response_format.*conversation path"):
         _route(USER + [{"role": "assistant", "content": "{"}], continue_final_message=True,
                response_format={"type": "json_object"})
+
+
+# -- the runtime's chunks as text ------------------------------------------------------------------
+
+
+def test_a_thought_channel_is_put_back_between_its_markers() -> None:
+    from llamact.backends.litert import Channel, conversation_text
+
+    thought = Channel("thought", "<|channel>thought\n", "<channel|>", True)
+    chunks = [{"role": "assistant", "channels": {"thought": "Let me"}},
+              {"role": "assistant", "channels": {"thought": " think."}},
+              {"role": "assistant", "content": [{"type": "text", "text": "Paris"}]},
+              {"role": "assistant", "content": [{"type": "text", "text": "."}]}]
+    assert "".join(conversation_text(chunks, [thought])) == "<|channel>thought\nLet me think.<channel|>Paris."
+    # a channel still open when the stream ends is closed; plain content passes as it is
+    assert "".join(conversation_text(chunks[:1], [thought])) == "<|channel>thought\nLet me<channel|>"
+    assert "".join(conversation_text([{"content": "plain"}], [])) == "plain"
+
+
+def test_tool_calls_the_runtime_parsed_itself_are_not_passed_off_as_text() -> None:
+    from llamact import LlamaInferenceException
+    from llamact.backends.litert import conversation_text
+
+    with pytest.raises(LlamaInferenceException, match="parsed tool calls itself"):
+        list(conversation_text([{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from litert_bundles import needs_runtime
 
-from llamact import LlamaEngine, LlamaInferenceException
+from llamact import LlamaEngine, LlamaException, LlamaInferenceException
 from llamact.backends.litert import ContentShape
 
 pytestmark = needs_runtime
@@ -95,10 +95,36 @@ def test_a_template_that_cannot_be_adapted_warns_once_and_its_failure_names_it(
         assert engine.content_shape is ContentShape.UNADAPTABLE   # type: ignore[attr-defined]
         warnings = [r for r in caplog.records if "cannot be adapted" in r.getMessage()]
         assert len(warnings) == 1 and "ModelParams.chat_template" in warnings[0].getMessage()
-    failing = "{%- for m in messages -%}{{ m['content'] + 1 }}{%- endfor -%}"   # fails on strings and parts alike
-    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=failing) as engine:
-        with pytest.raises(LlamaInferenceException, match="template from ModelParams.chat_template"):
-            engine.create(CONVERSATIONS[0], max_tokens=4)
+    broken = "{{ raise_exception('this template always fails') }}"
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=broken) as engine:
+        with pytest.raises(LlamaException, match="raise_exception.*this template always fails"):
+            engine.create(CONVERSATIONS[0], max_tokens=4)   # llamact's own rendering fails first, showing where
+
+
+def test_a_request_the_runtime_template_fails_on_names_the_template(tiny_bundle: Path) -> None:
+    # a system message the runtime's MiniJinja cannot render (no str.upper there); the probe has none
+    template = ("{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'].upper() }}{%- endif -%}"
+                + READS_PARTS)
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=template) as engine:
+        assert engine.runtime_template() == template   # type: ignore[attr-defined]  # the probe renders
+        assert engine.chat_template(CONVERSATIONS[1]).prompt.startswith("BE BRIEF.")
+        with pytest.raises(LlamaInferenceException, match="chat template from ModelParams.chat_template"):
+            engine.create(CONVERSATIONS[1], max_tokens=4)
+        assert engine.complete_chat(CONVERSATIONS[0], max_tokens=2).usage.completion_tokens == 2
+
+
+def test_a_template_only_llamact_can_run_is_rendered_by_llamact(tiny_bundle: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # MiniJinja, the runtime's engine, rejects {% continue %}; llamact's Jinja runs it
+    skip_tools = "{%- for m in messages -%}{%- if m['role'] == 'tool' -%}{% continue %}{%- endif -%}"
+    template = CONCATENATES.replace("{%- for m in messages -%}", skip_tools)
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=template) as engine, \
+            caplog.at_level(logging.WARNING, logger="llamact.litert"):
+        stream = engine.create(CONVERSATIONS[1], max_tokens=4, seed=1)
+        reply = stream.completion()
+        assert engine.content_shape is ContentShape.UNADAPTABLE   # type: ignore[attr-defined]
+        assert stream.generation.path == "rendered" and reply.usage.completion_tokens == 4
+        assert any("llamact renders its requests" in r.getMessage() for r in caplog.records)
 
 
 def test_an_empty_override_replaces_the_template_with_none(tiny_bundle: Path) -> None:
