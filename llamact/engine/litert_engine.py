@@ -85,6 +85,7 @@ class LitertEngine(LlamaEngine):
         self._runtime_template: str | None = None   # the choice's runtime source, adapted once probed
         self._probed = False
         self.content_shape: litert.ContentShape | None = None   # the template's, once probed
+        self._loras = {}   # LlamaEngine.loras reads it: no adapter is ever applied here
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, params: ModelParams | None = None,
@@ -493,6 +494,12 @@ class LitertEngine(LlamaEngine):
 
     def set_lora(self, *args: Any, **kwargs: Any) -> None:
         _unsupported("set_lora")
+
+    def remove_lora(self, *args: Any, **kwargs: Any) -> None:
+        _unsupported("remove_lora")
+
+    def clear_loras(self) -> None:
+        """Nothing to remove: the runtime takes no adapters."""
 
     def save_state(self, *args: Any, **kwargs: Any) -> None:
         _unsupported("save_state")
