@@ -96,7 +96,7 @@ def test_a_stream_closed_early_frees_the_engine(tiny_engine: LlamaEngine) -> Non
     with pytest.raises(LlamaStateException, match="already generating"):
         tiny_engine.create(USER, max_tokens=4)
     stream.close()
-    assert tiny_engine.complete_chat(USER, max_tokens=3).finish_reason == "length"
+    assert tiny_engine.complete_chat(USER, max_tokens=3, **SAMPLED).finish_reason in ("length", "stop")
 
 
 def test_stop_strings_end_the_reply_where_they_appear(tiny_engine: LlamaEngine) -> None:
@@ -149,7 +149,7 @@ def test_what_the_runtime_cannot_do_fails_before_generating(tiny_engine: LlamaEn
                                                            match: str) -> None:
     with pytest.raises(LlamaUnsupportedException, match=match):
         tiny_engine.create(USER, **options)
-    assert tiny_engine.complete_chat(USER, max_tokens=2).usage.completion_tokens == 2   # nothing was left reserved
+    assert tiny_engine.complete_chat(USER, max_tokens=2, **SAMPLED).finish_reason is not None   # nothing left reserved
 
 
 def test_a_strict_format_the_conversation_cannot_take_fails_early(tiny_engine: LlamaEngine) -> None:
@@ -268,3 +268,24 @@ def test_every_method_of_the_surface_is_decided(tiny_engine: LlamaEngine) -> Non
     with pytest.raises(LlamaUnsupportedException):
         tiny_engine.rerank_tokens("q", "d")
     assert tiny_engine.loras == {}
+
+
+def _pieces(engine: LlamaEngine, **options: object) -> list[str]:
+    """The runtime's streamed pieces (one per token) of a reply, unparsed."""
+    with engine.create(USER, **options) as stream:
+        return [chunk.text for chunk in stream.generation if chunk.text]
+
+
+def test_token_bans_and_repetition_penalties_reach_the_runtime(tiny_engine: LlamaEngine) -> None:
+    from collections import Counter
+
+    plain = _pieces(tiny_engine, max_tokens=12, temperature=0)
+    piece, count = Counter(plain).most_common(1)[0]
+    ids = tiny_engine.tokenize(piece, add_special=False)
+    assert len(ids) == 1, "the most frequent piece is one token"
+    banned = _pieces(tiny_engine, max_tokens=12, temperature=0, logit_bias={ids[0]: float("-inf")})
+    assert piece not in banned and len(banned) == 12
+    if count > 1:   # the greedy answer repeats a token: a strong penalty changes it
+        assert _pieces(tiny_engine, max_tokens=12, temperature=0, repeat_penalty=3.0) != plain
+    with pytest.raises(LlamaUnsupportedException, match="conversation"):   # a rendered prompt cannot take them
+        tiny_engine.complete_chat(USER, max_tokens=4, repeat_penalty=3.0, custom_template="{{ 'x' }}")
