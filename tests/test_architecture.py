@@ -80,7 +80,8 @@ def _cycles(prefix: str) -> list[list[str]]:
     return groups
 
 
-@pytest.mark.parametrize("package", ["llamact.chat", "llamact.engine", "llamact.session", "llamact.server"])
+@pytest.mark.parametrize("package", ["llamact.chat", "llamact.engine", "llamact.session", "llamact.server",
+                                     "llamact.backends"])
 def test_no_import_circles(package: str) -> None:
     assert _cycles(package) == []
 
@@ -102,6 +103,9 @@ def test_native_is_reached_only_through_the_engine() -> None:
     # llama-cpp-python's API sits on the engine beside the server: neither uses the other
     ("llamact.server", ("llamact.compat",)),
     ("llamact.compat", ("llamact.server", "llamact.session")),
+    # a second runtime is a leaf under the engine, as native is: it uses chat, never what sits on it
+    ("llamact.backends", ("llamact.engine", "llamact.session", "llamact.server", "llamact.compat",
+                          "llamact.native")),
 ])
 def test_imports_point_down(lower: str, upper: tuple[str, ...]) -> None:
     wrong = {m: sorted(d for d in GRAPH[m] if d.startswith(upper))

@@ -5,6 +5,7 @@ from .async_engine import AsyncLlamaEngine
 from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
+from .litert_engine import LitertEngine
 from .params import GenerationParams, ModelParams
 from .tokenizer import Tokenizer
 
@@ -12,6 +13,7 @@ __all__ = [
     "AsyncChatStream",
     "AsyncLlamaEngine",
     "LlamaEngine",
+    "LitertEngine",
     "GenerationStream",
     "GenerationChunk",
     "GenerationResult",

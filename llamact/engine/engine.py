@@ -144,6 +144,9 @@ class LlamaEngine:
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        other = _engine_for_file(cls, path)
+        if other is not None:   # a sibling runtime's file (LitertEngine: .litertlm)
+            return other.load(path, params, progress, **model_options)
         params = with_model_keywords(params, model_options)
         context_options = ContextOptions(  # checked here, before the model takes time and memory
             n_ctx=params.n_ctx,
@@ -839,6 +842,12 @@ def _chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> 
     return (with_sampling_keywords(params, sampling) if sampling else params), rest
 
 
+def chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
+                                                                                  dict[str, Any]]:
+    """``create()``'s keyword split (sampling settings, request options), for engines beside this one."""
+    return _chat_keywords(params, options)
+
+
 def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
     changes: dict[str, Any] = {}
     if logprobs is not None:
@@ -869,6 +878,16 @@ def _load_projector(model: Model, params: ModelParams) -> Projector:
         use_gpu=params.mmproj_offload and _offloads(params), n_threads=threads, flash_attn=params.flash_attn,
         image_min_tokens=params.image_min_tokens, image_max_tokens=params.image_max_tokens,
         media_marker=RENDER_MARKER))
+
+
+def _engine_for_file(cls: type[LlamaEngine], path: str | os.PathLike[str]) -> type[LlamaEngine] | None:
+    """The engine class that loads ``path`` when it is not a GGUF: a subclass naming the file's suffix
+    in ``FILE_SUFFIXES`` (``engine/litert_engine.py``), found without importing it here."""
+    suffix = Path(path).suffix.lower()
+    for sub in LlamaEngine.__subclasses__():
+        if suffix in getattr(sub, "FILE_SUFFIXES", ()) and not issubclass(cls, sub):
+            return sub
+    return None
 
 
 def _offloads(params: ModelParams) -> bool:
