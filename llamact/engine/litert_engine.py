@@ -455,11 +455,13 @@ class LitertEngine(LlamaEngine):
         return generation
 
     def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
-                 sampling: Any = None) -> GenerationStream:
+                 sampling: Any = None, media: Any = None) -> GenerationStream:
         """A raw completion of ``prompt`` (text, or ids turned back into text) through the runtime, no
         template applied."""
         if sampling is not None:
             _unsupported("a llama.cpp sampler (sampling=)")
+        if media is not None:
+            _unsupported("a prompt with media (media=)")
         params = params or GenerationParams()
         settings = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         if isinstance(prompt, (bytes, bytearray)):
@@ -475,6 +477,16 @@ class LitertEngine(LlamaEngine):
 
     def prepare_chat(self, request: ChatRequest, params: GenerationParams | None = None) -> Any:
         return _unsupported("prepare_chat (llama.cpp's sampler and prompt tokens)")
+
+    projector = None   # llama.cpp's multimodal projector: none (supports_vision / supports_audio are False)
+
+    def media_prompt(self, prompt: str, media: Sequence[Any]) -> Any:
+        return _unsupported("images and audio through llama.cpp's projector (a .litertlm model's media go "
+                            "through the runtime, which llamact does not drive yet)")
+
+    def prompt_length(self, request: ChatRequest) -> int:
+        """The request's rendered prompt, tokenized (what a session fits into the context)."""
+        return len(self.tokenize(self.chat_template(request).prompt, add_special=True, parse_special=True))
 
     def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
         """The raw text of the reply: ``create()``'s generation, unparsed."""
