@@ -53,7 +53,7 @@ async def _not_routed(request: Request, exc: Exception) -> Response:
 def _catalogue(settings: ServerSettings | Catalogue) -> Catalogue:
     if isinstance(settings, Catalogue):
         return settings
-    name = settings.alias[0] if settings.alias else settings.model_file_name()
+    name = settings.model_name()
     return Catalogue(settings, (ModelSpec(name, settings, settings.alias[1:], "cli", True),), router=False)
 
 

@@ -139,7 +139,7 @@ def scan_models_dir(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def _served_name(settings: ServerSettings) -> str:
-    return settings.alias[0] if settings.alias else settings.model_file_name()
+    return settings.model_name()
 
 
 def read_catalogue(flags: dict[str, Any], config_file: Path | None = None) -> Catalogue:

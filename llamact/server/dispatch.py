@@ -108,8 +108,10 @@ class Dispatch:
 
     @staticmethod
     async def _model_name(request: Request) -> str | None:
+        """The body's ``model`` (a JSON body: another is left to the route to refuse), else ``?model=``."""
         name: Any = None
-        if request.method == "POST" and request.headers.get("content-type"):
+        json_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower() == "application/json"
+        if request.method == "POST" and json_type and request.headers.get("content-length") != "0":
             body = await json_body(request)
             name = body.get("model") if isinstance(body, dict) else None
         if name is None:

@@ -110,8 +110,9 @@ class ServerLog:
         for url in urls:
             self.info(f"listening on {url}{prefix}/", event="listening", url=url + prefix)
 
-    def model_loaded(self, state: Any, seconds: float, aliases: tuple[str, ...] = ()) -> None:
-        """The model's lines once loaded: file and context, slots, template, backends, threads."""
+    def model_loaded(self, state: Any, seconds: float, aliases: tuple[str, ...] = (), other_threads: int = 0) -> None:
+        """The model's lines once loaded: file and context, slots, template, backends, threads
+        (``other_threads``: those of the models already loaded, which decode on the same cores)."""
         from .. import build_info
 
         engine, settings = state.engine, state.settings
@@ -138,15 +139,18 @@ class ServerLog:
         self.info(f"model {name}: backends {', '.join(backends)}; {placement}",
                   event="model_backends", model=name, backends=backends, n_gpu_layers=params.n_gpu_layers,
                   devices=list(params.devices or ()))
-        self.check_threads(threads, name)
+        self.check_threads(threads, name, other_threads)
 
-    def check_threads(self, threads: int, name: str) -> None:
-        """Warn when llama.cpp gets more threads than the process has cores (its thread pool spins)."""
+    def check_threads(self, threads: int, name: str, other_threads: int = 0) -> None:
+        """Warn when llama.cpp gets more threads than the process has cores (its thread pool spins),
+        counting those of the other models loaded."""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        if threads > cores:
-            self.warning(f"model {name}: {threads} threads on {cores} free core(s); llama.cpp's threads spin "
+        total = threads + other_threads
+        if total > cores:
+            others = f" (and the other models loaded {other_threads})" if other_threads else ""
+            self.warning(f"model {name}: {threads} threads{others} on {cores} core(s); llama.cpp's threads spin "
                          "while they wait, so more threads than cores makes decoding much slower (--threads)",
-                         model=name, threads=threads, cores=cores)
+                         model=name, threads=threads, other_threads=other_threads, cores=cores)
 
 
 class AccessLog:

@@ -177,7 +177,9 @@ class ModelRouter:
             if state.loaded:
                 entry.state, entry.status, entry.error = state, LOADED, None
                 entry.last_used = time.monotonic()
-                self.log.model_loaded(state, time.monotonic() - began, entry.spec.aliases)
+                others = sum(e.state.engine.params.n_threads or 4 for e in self.loaded() if e is not entry
+                             and e.state is not None)
+                self.log.model_loaded(state, time.monotonic() - began, entry.spec.aliases, others)
             else:
                 entry.status, entry.error = UNLOADED, state.load_error
                 entry.failures += 1
@@ -235,7 +237,10 @@ class ModelRouter:
         """Router mode's ``/v1/models`` and ``/models`` entries, in llama-server's router shape."""
         out = []
         for entry in self.entries.values():
-            status: dict[str, Any] = {"value": entry.status, "args": entry.args()}
+            args = entry.args()
+            pairs = zip(args[::2], args[1::2], strict=True)
+            preset = "".join(f"{flag.lstrip('-')} = {value}\n" for flag, value in pairs)
+            status: dict[str, Any] = {"value": entry.status, "args": args, "preset": f"[{entry.name}]\n{preset}\n"}
             if entry.error is not None and entry.status == UNLOADED:
                 status.update(failed=True, error=entry.error)
             info: dict[str, Any] = {

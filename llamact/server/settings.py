@@ -89,7 +89,7 @@ class ServerSettings(BaseSettings):
     model: str | None = option(None, "-m", "--model", metavar="FNAME",
                                help="GGUF file or hf://ORG/REPO/FILE.gguf (default: the bundled SmolLM2)")
     alias: Strings = option((), "-a", "--alias", help="the model's names in answers and requests (default: the "
-                            "file name); the first is the one answers carry")
+                            "model as given, as llama-server); the first is the one answers carry")
     ctx_size: int = option(4096, "-c", "--ctx-size", model="n_ctx", ge=0, help="context tokens (0: the model's)")
     parallel: int = option(1, "-np", "--parallel", model="n_seq_max", ge=1, le=256,
                            help="requests decoded together, each in its own slot of ctx-size / N tokens")
@@ -299,11 +299,12 @@ class ServerSettings(BaseSettings):
 
         return smollm2_path()
 
-    def model_file_name(self) -> str:
-        """The file's name without downloading it (the default model name)."""
-        if self.model is None:
-            return self.model_path().name
-        return self.model.rstrip("/").rsplit("/", 1)[-1]
+    def model_name(self) -> str:
+        """The name answers carry: the first alias, else the model as given (llama-server's
+        ``common_params_model::get_name``: the path as given; the bundled model's path)."""
+        if self.alias:
+            return self.alias[0]
+        return self.model if self.model is not None else str(self.model_path())
 
     def loras(self) -> list[tuple[str, float]]:
         """(adapter as given, scale): ``--lora`` ones first (scale 1), then ``--lora-scaled``."""

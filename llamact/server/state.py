@@ -58,9 +58,8 @@ class ServerState:
         self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
         # the LoRA adapters (--lora, --lora-scaled) as [path, scale], by id: /lora-adapters
         self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.loras()]
-        # the name answers carry: the router's entry, else the first --alias, else the file's name
-        # (llama-server's is the path as given: docs/design.md, section 14)
-        self.model_name = name or (settings.alias[0] if settings.alias else settings.model_file_name())
+        # the name answers carry: the router's entry, else the first --alias, else the model as given
+        self.model_name = name or settings.model_name()
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
         self.warned_tools = False             # the log has said that it does not

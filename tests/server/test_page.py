@@ -78,3 +78,22 @@ def test_page_shows_tool_calls_as_json_and_the_grammar(browser: Any, fresh_herme
     assert json.loads(calls[0]["function"]["arguments"]) == {"location": "Paris"}
     assert answer.get_attribute("data-finish") == "tool_calls"
     assert "root" in browser.find_element(By.ID, "grammar").text
+
+
+def test_page_asks_for_the_key_on_a_401(browser: Any, server: LiveServer) -> None:
+    """Without the key the page says it needs one, instead of showing the 401's JSON (issue 27)."""
+    browser.get(server.base_url + "/")
+    note = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "key-needed").is_displayed()
+                                            and b.find_element(By.ID, "key-needed"))
+    assert "needs an API key" in note.text
+    assert "Invalid API Key" not in browser.find_element(By.TAG_NAME, "body").text
+    browser.find_element(By.ID, "input").send_keys("Hi")
+    browser.find_element(By.ID, "send").click()
+    answer = WebDriverWait(browser, 60).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, ".assistant[data-done='true']"))
+    assert "API key" in answer.text and "Invalid API Key" not in answer.text
+    # with the key typed, the model panel fills in
+    browser.find_element(By.ID, "api-key").send_keys(API_KEY)
+    browser.find_element(By.ID, "max-tokens").click()   # the key field's change event
+    WebDriverWait(browser, 60).until(lambda b: '"slots": 1' in b.find_element(By.ID, "props").text)
+    assert not browser.find_element(By.ID, "key-needed").is_displayed()
