@@ -79,15 +79,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_args(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--config", type=Path, help="a JSON file of settings, its models under \"models\" "
+                       "(flags and LLAMACT_* variables win)")
+    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     try:
         from .server.options import add_flags
         from .server.settings import ServerSettings
     except ImportError:   # without the server's extra: `serve` says what to install when it runs
+        serve.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         return
     add_flags(serve, ServerSettings)
-    serve.add_argument("--config", type=Path, help="a JSON file of settings, its models under \"models\" "
-                       "(flags and LLAMACT_* variables win)")
-    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

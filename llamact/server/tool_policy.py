@@ -6,8 +6,8 @@ templates render no tools and have no tool-call format), the same for every ``to
 * a choice that demands a call -- a named function, or ``"required"`` -- is refused (400): no call
   can be made, and a reply without one would break the request's contract. The message names the
   server's remedy, ``--chat-template-file`` (a template with a tool-call format), where the library
-  names its own (``custom_template``). llama-server answers ``"required"`` with plain content
-  (deviation 14 in docs/design.md), and refuses a named function too;
+  names its own (``custom_template``). llama-server answers both with plain content, the tools
+  silently dropped (deviation 15 in docs/design.md; shown by ``tests/server/test_router.py``);
 * ``"auto"`` is answered as llama-server answers it -- the model replies without seeing the tools --
   and the answer says so: the header ``X-Llamact-Warning``, and once per model a warning in the log.
 

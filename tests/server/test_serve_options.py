@@ -191,3 +191,24 @@ def test_more_threads_than_cores_is_a_warning_in_either_log_format() -> None:
     records = [json.loads(line) for line in lines.getvalue().splitlines()]
     assert [(r["event"], r["level"], r["model"], r["other_threads"]) for r in records] == [
         ("warning", "warning", "m", cores)]
+
+
+def test_the_readmes_team_config_reads_as_it_says(repo_root: Path, tmp_path: Path) -> None:
+    """README, "A team's server": the config file shown is a valid catalogue of three models."""
+    import re
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### A team's server"):]
+    text = re.search(r"```json\n(.*?)```", section, re.DOTALL)
+    assert text is not None
+    config = tmp_path / "team.json"
+    config.write_text(text.group(1))
+    catalogue = read_catalogue({}, config)
+    assert catalogue.router and catalogue.settings.port == 8443 and catalogue.settings.models_max == 2
+    assert catalogue.settings.ssl_cert_file == Path("/etc/llamact/fullchain.pem")
+    specs = {spec.name: spec for spec in catalogue.models}
+    assert set(specs) == {"qwen-coder", "gemma", "embed"}
+    qwen = specs["qwen-coder"]
+    assert qwen.load_on_startup and qwen.settings.model_params().flash_attn is True
+    assert (qwen.settings.parallel, qwen.settings.ctx_size, qwen.settings.threads) == (4, 32768, 8)
+    assert specs["gemma"].aliases == ("gemma-3", "default") and specs["gemma"].settings.ctx_size == 8192
