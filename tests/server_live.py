@@ -37,8 +37,10 @@ def free_port() -> int:
 class LiveServer:
     """``python -m llamact serve ARGS`` on a free port of 127.0.0.1."""
 
-    def __init__(self, *args: str, api_key: str | None = None, start_timeout: float = 120.0) -> None:
+    def __init__(self, *args: str, api_key: str | None = None, start_timeout: float = 120.0,
+                 env: dict[str, str] | None = None) -> None:
         self.args = list(args)
+        self.env = env   # the environment to run in (default: this process's)
         self.api_key = api_key
         self.start_timeout = start_timeout
         self.port = 0
@@ -66,7 +68,7 @@ class LiveServer:
         for _attempt in range(3):   # the probed port may be taken before the server binds it
             self.port = free_port()
             key = ["--api-key", self.api_key] if self.api_key else []
-            env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMACT_") or k in (
+            env = {k: v for k, v in (self.env or os.environ).items() if not k.startswith("LLAMACT_") or k in (
                 "LLAMACT_LIB_DIR", "LLAMACT_BIN_DIR", "LLAMACT_CACHE")}
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "llamact", "serve", "--host", HOST, "--port", str(self.port), *key, *self.args],

@@ -110,6 +110,24 @@ def test_cli_chat_takes_an_hf_address(hub: FakeHub, tmp_path: Path) -> None:
     assert bad.returncode == 1 and "hf://ORG/REPO/FILE.gguf" in bad.stderr
 
 
+@pytest.mark.model
+def test_serve_takes_an_hf_address(hub: FakeHub, tmp_path: Path) -> None:
+    """``llamact serve -m hf://...`` downloads into the hub's cache, as ``chat`` does (issue 27)."""
+    from server_live import LiveServer
+
+    address = f"hf://{REPO_ID}/{FILENAME}"
+    with LiveServer("--model", address, "--threads", "1", "--ctx-size", "256",
+                    env=_hub_env(hub, tmp_path / "hf")) as live:
+        status, raw = live.request("GET", "/v1/models")
+        assert status == 200 and json.loads(raw)["data"][0]["id"] == address   # the model as given
+        status, raw = live.request("GET", "/props")
+        cached = tmp_path / "hf" / "hub" / f"models--{REPO_ID.replace('/', '--')}" / "snapshots" / COMMIT / FILENAME
+        assert json.loads(raw)["model_path"] == str(cached)
+        body = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}).encode()
+        assert live.request("POST", "/v1/chat/completions", body)[0] == 200
+    assert ("GET", f"/{REPO_ID}/resolve/main/{FILENAME}") in hub.requests
+
+
 def test_without_huggingface_hub_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes `import huggingface_hub` fail
     with pytest.raises(LlamaModelException, match=r"pip install 'llamact\[hub\]'"):

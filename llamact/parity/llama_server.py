@@ -99,6 +99,27 @@ class ServerConfig:
         return args + list(self.extra_args)
 
 
+@dataclass(frozen=True)
+class RouterConfig:
+    """llama-server in router mode (no model of its own: ``--models-dir`` / ``--models-preset``, each
+    model a child process loaded on demand), for comparing llamact's router with it."""
+
+    models_dir: Path | None = None
+    models_preset: Path | None = None
+    models_max: int = 4
+    n_threads: int = 1
+    extra_args: tuple[str, ...] = ()
+
+    def arguments(self, port: int) -> list[str]:
+        args = ["--host", HOST, "--port", str(port), "--models-max", str(self.models_max),
+                "--threads", str(self.n_threads), "--no-webui", "--offline"]
+        if self.models_dir is not None:
+            args += ["--models-dir", str(self.models_dir)]
+        if self.models_preset is not None:
+            args += ["--models-preset", str(self.models_preset)]
+        return args + list(self.extra_args)
+
+
 def _die_with_parent() -> None:
     """In the child, before exec (Linux): SIGKILL when the parent dies, so that a harness killed
     without cleanup leaves no server behind."""
@@ -118,7 +139,7 @@ def _free_port() -> int:
 class LlamaServer:
     """One running llama-server. Use as a context manager: it is always stopped on exit."""
 
-    def __init__(self, config: ServerConfig, executable: Path | None = None, *,
+    def __init__(self, config: ServerConfig | RouterConfig, executable: Path | None = None, *,
                  start_timeout: float = 120.0, request_timeout: float = 300.0) -> None:
         self.config = config
         self.executable = executable or find_llama_server()
@@ -140,10 +161,12 @@ class LlamaServer:
     def start(self) -> None:
         if self._process is not None:
             raise LlamaServerError("llama-server is already running")
-        if not self.config.model.is_file():
-            raise LlamaServerError(f"model file not found: {self.config.model}")
-        if self.config.chat_template_file is not None and not self.config.chat_template_file.is_file():
-            raise LlamaServerError(f"chat template file not found: {self.config.chat_template_file}")
+        config = self.config
+        if isinstance(config, ServerConfig) and not config.model.is_file():
+            raise LlamaServerError(f"model file not found: {config.model}")
+        if isinstance(config, ServerConfig) and config.chat_template_file is not None \
+                and not config.chat_template_file.is_file():
+            raise LlamaServerError(f"chat template file not found: {config.chat_template_file}")
         # the port is free when probed; another process may take it before the server binds, so retry
         for _attempt in range(3):
             self.port = _free_port()

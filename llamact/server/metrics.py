@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from .logs import note_usage
+
 __all__ = ["Metrics"]
 
 
@@ -23,6 +25,7 @@ class Metrics:
         self._bucket = [0, 0.0, 0, 0.0]   # prompt tokens, seconds, predicted tokens, seconds since the last read
 
     def record(self, n_prompt: int, prompt_ms: float, n_predicted: int, predicted_ms: float, n_cached: int = 0) -> None:
+        note_usage(n_prompt, n_predicted, n_cached)   # the request's access line
         with self._lock:
             self.prompt_tokens += n_prompt
             self.prompt_tokens_cached += n_cached

@@ -1,8 +1,14 @@
 """``GET /props`` as llama-server writes it (``get_res_props``): the same fields, and the values a
-request gets when it leaves a field out. llamact adds ``chat_template_family`` (the detected family)."""
+request gets when it leaves a field out (the server's sampling defaults: ``--temp``, ``--top-k``, ...).
+llamact adds ``chat_template_family`` (the detected family) and ``llamact``: what the engine was loaded
+with (its ``ModelParams``, as the engine holds them, and the context llama.cpp made), the thread
+count, whether the template carries tools -- how an operator reads back that a flag reached the engine.
+A router without a model named answers ``router_props``, llama-server's router shape."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -12,7 +18,7 @@ from ..engine import GenerationParams, LlamaEngine
 from ..engine.chat_types import system_fingerprint
 from ..engine.sampling import SAMPLER_NAMES
 
-__all__ = ["default_params", "f32", "props_body"]
+__all__ = ["default_params", "f32", "props_body", "router_props"]
 
 _RANDOM_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
 
@@ -72,12 +78,41 @@ def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
     }
 
 
+def _loaded_with(engine: LlamaEngine, tools_supported: bool) -> dict[str, Any]:
+    """llamact's own /props block: the engine's ModelParams (the template's text left out: /props has it)
+    and the context llama.cpp made from them."""
+    params = {f.name: getattr(engine.params, f.name) for f in dataclasses.fields(engine.params)
+              if f.name != "chat_template"}
+    params["chat_template"] = "custom" if engine.params.chat_template is not None else "model"
+    params["loras"] = [[str(path), scale] for path, scale in engine.params.loras]
+    return {"model_params": _jsonable(params), "n_ctx": engine.n_ctx, "n_batch": engine.n_batch,
+            "n_seq_max": engine.n_seq_max, "tools_supported": tools_supported}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
+def router_props(models_max: int, autoload: bool) -> dict[str, Any]:
+    """``GET /props`` of a router asked about no model (llama-server's ``get_router_props``)."""
+    return {"role": "router", "max_instances": models_max, "models_autoload": autoload,
+            "model_alias": "llama-server", "model_path": "none",
+            "default_generation_settings": {"params": None, "n_ctx": 0}, "ui_settings": {},
+            "build_info": system_fingerprint(), "cors_proxy_enabled": False}
+
+
 def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slots: int,
-               n_predict: int, endpoint_slots: bool = True, endpoint_props: bool = False) -> dict[str, Any]:
-    """The /props object for a loaded engine serving ``n_slots`` slots."""
+               n_predict: int, endpoint_slots: bool = True, endpoint_props: bool = False,
+               sampling: Mapping[str, Any] | None = None, tools_supported: bool = True) -> dict[str, Any]:
+    """The /props object for a loaded engine serving ``n_slots`` slots; ``sampling``: the server's
+    GenerationParams defaults."""
     templates = engine.templates()
     body: dict[str, Any] = {
-        "default_generation_settings": {"params": default_params(GenerationParams(), n_predict),
+        "default_generation_settings": {"params": default_params(GenerationParams(**(sampling or {})), n_predict),
                                         "n_ctx": engine.n_ctx // max(1, n_slots)},
         "total_slots": n_slots,
         "model_alias": model_alias,
@@ -100,6 +135,7 @@ def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slot
         "is_sleeping": False,
         "cors_proxy_enabled": False,
         "chat_template_family": engine.chat_template([{"role": "user", "content": "Hello"}]).family,
+        "llamact": _loaded_with(engine, tools_supported),
     }
     if templates.tool_use is not None:
         body["chat_template_tool_use"] = templates.tool_use.source

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -76,6 +76,10 @@ class RequestDefaults:
     # (llama-server's bound on a request's n)
     vocabulary: Vocabulary | None = None
     n_parallel: int = 1
+    # the server's sampling defaults (``ServerSettings.sampling_defaults``: --temp, --top-k, ...) and
+    # the variables every template sees (--chat-template-kwargs; a request's own win)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # media content parts the model takes (its projector's: --mmproj)
     allow_image: bool = False
     allow_audio: bool = False
@@ -226,7 +230,7 @@ def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams
         if n_probs > 0:
             values["logprobs"], values["top_logprobs"] = True, n_probs
     try:
-        return GenerationParams(**values)
+        return GenerationParams(**{**defaults.sampling, **values})
     except LlamaException as exc:
         raise RequestError(str(exc)) from exc
 
@@ -294,6 +298,8 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
             value = read(body, name)
             if value is not _DEFAULT:
                 options[option] = value
+    if defaults.template_kwargs:
+        options["chat_template_kwargs"] = {**defaults.template_kwargs, **(options.get("chat_template_kwargs") or {})}
     if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
     if options.get("grammar"):

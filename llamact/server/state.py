@@ -1,12 +1,14 @@
-"""What the server holds while it runs: ``ServerState`` -- the engine once loaded, the worker that runs
-requests on it, the request defaults, and what ``/props`` and ``/metrics`` report.
+"""What the server holds for one model while it is loaded: ``ServerState`` -- the engine, the worker that
+runs requests on it, the request defaults, and what ``/props`` and ``/metrics`` report.
 
-    state = ServerState(settings); state.load(); ...; state.close()
-    state_of(request) -> ServerState          in a route (the app's ``state.llamact``)
+    state = ServerState(settings, name); state.load(); ...; state.close()
+    state_of(request) -> ServerState          in a route: the model the request was given (``server.dispatch``)
 
-``load()`` runs once, at start-up (in the background: ``/health`` answers 503 until it is done, and a
-failure is reported there); with ``--parallel N`` > 1 requests run on a ``BatchScheduler``'s N slots
-through a ``SlotRunner``, else one at a time on the engine through an ``EngineWorker``.
+``load()`` runs once per loading (``server.router``: at start-up in the background with one model, on
+demand in router mode); with ``--parallel N`` > 1 requests run on a ``BatchScheduler``'s N slots
+through a ``SlotRunner``, else one at a time on the engine through an ``EngineWorker``. It also asks
+the template once whether it can carry tools (``tools_supported``: a request with one tool gets a
+tool-call grammar), which the chat route's tool policy reads (``routes/chat.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
@@ -33,13 +36,16 @@ from .worker import EngineWorker
 
 log = logging.getLogger("llamact.server")
 
-__all__ = ["ServerState", "state_of"]
+__all__ = ["STATE_KEY", "ServerState", "server_settings", "state_of"]
+
+STATE_KEY = "llamact.state"   # the request scope's entry holding its model's ServerState
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
 
 
 class ServerState:
     """See the module docstring."""
 
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, name: str | None = None) -> None:
         self.settings = settings
         self._engine: LlamaEngine | None = None
         self.scheduler: BatchScheduler | None = None
@@ -51,9 +57,13 @@ class ServerState:
         self.metrics = Metrics()
         self.slot_tasks = SlotTasks()   # the last request of each slot, for GET /slots
         # the LoRA adapters (--lora, --lora-scaled) as [path, scale], by id: /lora-adapters
-        self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.lora]
-        # llama-server's model name without an alias: the model path as given (common_params_model::get_name)
-        self.model_name = settings.alias or str(settings.model_path())
+        self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.loras()]
+        # the name answers carry: the router's entry, else the first --alias, else the model as given
+        self.model_name = name or settings.model_name()
+        self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
+        self.tools_supported = True           # the template gives tools a call format (load() asks)
+        self.warned_tools = False             # the log has said that it does not
+        self.log: Any = None                  # the server's log (server.logs), for warnings about requests
 
     @property
     def loaded(self) -> bool:
@@ -72,19 +82,23 @@ class ServerState:
 
     def load(self) -> None:
         try:
-            engine = LlamaEngine.load(self.settings.model_path(), self.settings.model_params())
+            self.model_file = self.settings.model_path()
+            engine = LlamaEngine.load(self.model_file, self.settings.model_params())
             templates = engine.templates()
             caps = templates.default.caps
+            reasoning = self.settings.reasoning
             self.defaults = RequestDefaults(
                 model_name=self.model_name, n_predict=self.settings.n_predict,
                 reasoning_format=self.settings.reasoning_format,
-                enable_thinking=self.settings.enable_thinking and _template_thinks(templates),
+                enable_thinking=reasoning == "on" or (reasoning == "auto" and _template_thinks(templates)),
                 parallel_tool_calls=caps.supports_parallel_tool_calls, lenient_schemas=self.settings.lenient_schemas,
                 vocabulary=Vocabulary(engine.n_vocab, lambda: engine.eog_tokens,
                                       lambda text: engine.tokenize(text, add_special=False, parse_special=False)),
-                n_parallel=self.settings.parallel,
+                n_parallel=self.settings.parallel, sampling=self.settings.sampling_defaults(),
+                template_kwargs=dict(self.settings.chat_template_kwargs),
                 allow_image=engine.supports_vision, allow_audio=engine.supports_audio,
             )
+            self.tools_supported = _template_takes_tools(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 # the scheduler's thread makes the chunks of every slot and hands them to the event loop
@@ -138,6 +152,24 @@ def _template_thinks(templates: ChatTemplates) -> bool:
         return False
 
 
+def _template_takes_tools(engine: LlamaEngine) -> bool:
+    """Whether a request's tools reach the model as something it can call: the template renders a
+    tool-call format (a grammar for it). Templates without one render the conversation and drop the
+    tools (SmolLM2's, Gemma 3's)."""
+    try:
+        result = engine.chat_template([{"role": "user", "content": "Hi"}], tools=[_PROBE_TOOL], tool_choice="auto")
+    except LlamaException:   # the template fails on tools: requests with tools will say how
+        return True
+    return bool(result.grammar)
+
+
+def server_settings(request: Request) -> ServerSettings:
+    """The server's own settings (its limits, its edge): the app's router holds them."""
+    settings: ServerSettings = request.app.state.llamact.settings
+    return settings
+
+
 def state_of(request: Request) -> ServerState:
-    state: ServerState = request.app.state.llamact
+    """The model a request was given (``server.dispatch`` puts it in the request's scope)."""
+    state: ServerState = request.scope[STATE_KEY]
     return state

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2", help="smollm2, gemma3 or a GGUF path")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--image-size", type=int, default=112, help="the projector input resolution (mlp: (size/8)^2 embeddings)")
+    parser.add_argument("--image-size", type=int, default=112,
+                        help="the projector's input resolution (mlp: (size/8)^2 embeddings)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
 

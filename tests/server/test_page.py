@@ -98,3 +98,47 @@ def test_page_attaches_an_image(browser: Any, smollm2_path: Path, repo_root: Pat
         assert len(shown) == 1 and shown[0].get_attribute("src").startswith("data:image/jpeg;base64,")
         assert "What is in this picture?<__media__>" in browser.find_element(By.ID, "prompt").text
         assert '"vision": true' in browser.find_element(By.ID, "props").text
+
+
+def test_page_asks_for_the_key_on_a_401(browser: Any, server: LiveServer) -> None:
+    """Without the key the page says it needs one, instead of showing the 401's JSON (issue 27)."""
+    browser.get(server.base_url + "/")
+    note = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "key-needed").is_displayed()
+                                            and b.find_element(By.ID, "key-needed"))
+    assert "needs an API key" in note.text
+    assert "Invalid API Key" not in browser.find_element(By.TAG_NAME, "body").text
+    browser.find_element(By.ID, "input").send_keys("Hi")
+    browser.find_element(By.ID, "send").click()
+    answer = WebDriverWait(browser, 60).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, ".assistant[data-done='true']"))
+    assert "API key" in answer.text and "Invalid API Key" not in answer.text
+    # with the key typed, the model panel fills in
+    browser.find_element(By.ID, "api-key").send_keys(API_KEY)
+    browser.find_element(By.ID, "max-tokens").click()   # the key field's change event
+    WebDriverWait(browser, 60).until(lambda b: '"slots": 1' in b.find_element(By.ID, "props").text)
+    assert not browser.find_element(By.ID, "key-needed").is_displayed()
+
+
+def test_page_picks_a_model_of_a_router(browser: Any, smollm2_path: Any, gemma3_path: Any, tmp_path: Any) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "smollm2.gguf").symlink_to(smollm2_path)
+    (models / "gemma3.gguf").symlink_to(gemma3_path)
+    with LiveServer("--models-dir", str(models), "--models-max", "1", "--threads", "1", "--ctx-size", "512") as live:
+        browser.get(live.base_url + "/")
+        select = WebDriverWait(browser, 60).until(
+            lambda b: len(b.find_elements(By.CSS_SELECTOR, "#model option")) == 2 and b.find_element(By.ID, "model"))
+        Select(select).select_by_value("gemma3")
+        limit = browser.find_element(By.ID, "max-tokens")
+        limit.clear()
+        limit.send_keys("4")
+        browser.find_element(By.ID, "input").send_keys("Hi")
+        browser.find_element(By.ID, "send").click()
+        answer = WebDriverWait(browser, 120).until(
+            lambda b: b.find_element(By.CSS_SELECTOR, ".assistant[data-done='true']"))
+        assert "error" not in (answer.get_attribute("class") or "")
+        assert '"model": "gemma3"' in browser.find_element(By.ID, "props").text
+        status, raw = live.request("GET", "/v1/models")
+        assert {m["id"]: m["status"]["value"] for m in json.loads(raw)["data"]}["gemma3"] == "loaded"

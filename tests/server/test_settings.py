@@ -22,7 +22,7 @@ def test_flags_win_over_the_environment_over_the_config_file(tmp_path: Path, mon
     monkeypatch.setenv("LLAMACT_PORT", "2222")
     monkeypatch.setenv("LLAMACT_API_KEY", "from-env")
     settings = load_settings({"port": 3333, "api_key": None}, config)
-    assert (settings.port, settings.api_key, settings.parallel, settings.ctx_size) == (3333, "from-env", 3, 2048)
+    assert (settings.port, settings.api_key, settings.parallel, settings.ctx_size) == (3333, ("from-env",), 3, 2048)
     assert settings.model_params().n_seq_max == 3
 
 

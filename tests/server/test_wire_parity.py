@@ -237,6 +237,7 @@ def test_props_equal_llama_server(upstream_defaults: LlamaServer, server: LiveSe
     expected = json.loads(_get(upstream_defaults.port, "/props"))
     got = json.loads(_get(server.port, "/props", server.headers()))
     assert got.pop("chat_template_family")   # llamact's addition (SmolLM2's template: "autoparser")
+    assert got.pop("llamact")["model_params"]["n_ctx"] == 4096   # llamact's: what the engine was loaded with
     for key in CAPABILITIES:
         assert key in got
         got.pop(key), expected.pop(key)

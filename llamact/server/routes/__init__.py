@@ -10,13 +10,14 @@
 * :mod:`.messages` -- ``/v1/messages`` and ``/v1/messages/count_tokens``: Anthropic's Messages API
 * :mod:`.templates` -- ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
 * :mod:`.admin` -- ``/health``, ``/v1/models``, ``/props``, ``/metrics``, the page at ``/``
+* :mod:`.models` -- router mode's ``POST /models/load``, ``/models/unload``, ``GET /models/sse``
 * :mod:`.embeddings` -- ``/v1/embeddings``, ``/embeddings`` (``/embedding``), ``/rerank`` (and its aliases)
 * :mod:`.lora` -- ``GET /lora-adapters``, ``POST /lora-adapters`` (the adapters' scales)
 * :mod:`.slots` -- ``GET /slots``, ``POST /slots/{id}?action=save|restore|erase``
 * :mod:`.disabled` -- llama-server's routes for features this server lacks, refused as upstream refuses them
 
 Bodies are read by ``server.protocol``, streams written by ``server.sse``; requests run on the
-state's worker (``server.state``).
+worker of the model ``server.dispatch`` gave them (``state_of(request)``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from . import (
     input_tokens,
     lora,
     messages,
+    models,
     native,
     responses,
     slots,
@@ -42,6 +44,7 @@ __all__ = ["ROUTERS"]
 
 ROUTERS: tuple[APIRouter, ...] = (
     admin.router,
+    models.router,
     chat.router,
     completions.router,
     native.router,

@@ -1,6 +1,7 @@
-"""The server's own state: ``/health`` (503 while the model loads), ``/v1/models``, ``/props`` (GET; POST
-behind ``--props``) and
-``/metrics`` (llama-server's fields and metric names), and the page at ``/``."""
+"""The server's own state: ``/health`` (503 while the one model loads; a router is healthy once it
+listens), ``/v1/models`` and ``/models`` (the model, or router mode's catalogue in llama-server's
+router shape), ``/props`` (GET: the model's, or the router's own without ``?model=``; POST behind
+``--props``), ``/metrics`` (llama-server's fields and metric names) and the page at ``/``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from importlib import resources
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from ..props import props_body
+from ..props import props_body, router_props
 from ..protocol import error_response
-from ..state import state_of
+from ..router import ModelRouter, model_meta
+from ..state import STATE_KEY, state_of
 
 __all__ = ["router"]
 
@@ -22,30 +24,43 @@ router = APIRouter()
 @router.get("/health")
 @router.get("/v1/health")
 async def health(request: Request) -> Response:
-    state = state_of(request)
-    if not state.loaded:
-        return error_response(state.load_error or "Loading model", "unavailable_error", 503)
+    models = _router(request)
+    if not models.routing:
+        entry = models.only
+        if entry.state is None or not entry.state.loaded:
+            return error_response(entry.error or "Loading model", "unavailable_error", 503)
     return JSONResponse({"status": "ok"})
+
+
+def _router(request: Request) -> ModelRouter:
+    models: ModelRouter = request.app.state.llamact
+    return models
 
 
 @router.get("/v1/models")
 @router.get("/models")
 async def models(request: Request) -> Response:
+    models = _router(request)
+    if models.routing:
+        return JSONResponse({"data": models.listing(), "object": "list"})
     state = state_of(request)
-    engine = state.engine
-    info = {"id": state.model_name, "aliases": [], "tags": [], "object": "model", "created": int(time.time()),
-            "owned_by": "llamacpp", "meta": {"n_vocab": engine.n_vocab, "n_ctx": engine.n_ctx}}
+    info = {"id": state.model_name, "aliases": list(models.only.spec.aliases), "tags": [], "object": "model",
+            "created": int(time.time()), "owned_by": "llamacpp", "meta": model_meta(state)}
     return JSONResponse({"models": [{"name": state.model_name, "model": state.model_name}],
                          "object": "list", "data": [info]})
 
 
 @router.get("/props")
 async def props(request: Request) -> Response:
+    if STATE_KEY not in request.scope:   # a router asked about no model
+        settings = _router(request).settings
+        return JSONResponse(router_props(settings.models_max, settings.models_autoload))
     state = state_of(request)
     settings = state.settings
-    return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(settings.model_path()),
+    return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(state.model_file),
                                    n_slots=settings.parallel, n_predict=settings.n_predict,
-                                   endpoint_slots=settings.slots, endpoint_props=settings.props))
+                                   endpoint_slots=settings.slots, endpoint_props=settings.props,
+                                   sampling=settings.sampling_defaults(), tools_supported=state.tools_supported))
 
 
 @router.post("/props")

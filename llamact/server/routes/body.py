@@ -3,6 +3,9 @@
     body = await json_body(request)       # RequestError (400 / 413 / 415) for a body the server refuses
     call = await json_body(request, read_chat, defaults)   # and read by read_chat(body, defaults)
 
+A body is read once per request: the JSON is kept in the request's scope (``logs.BODY_KEY``), where
+router mode's dispatch (which reads ``model`` first), a second reading and ``--log-prompts`` find it.
+
 What enters: a POST request; what is checked, in order, each before the next costs anything: the
 media type (``application/json``, charset parameters allowed: a browser's cross-site "simple
 request" -- text/plain, a form -- cannot start a generation), the size (``Content-Length`` first,
@@ -24,8 +27,9 @@ from typing import Any
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 
+from ..logs import BODY_KEY
 from ..protocol import RequestError
-from ..state import state_of
+from ..state import server_settings
 
 __all__ = ["json_body", "nesting_depth"]
 
@@ -81,14 +85,24 @@ def _decode(raw: bytes, max_depth: int) -> Any:
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
 
 
+_SIZE_KEY = "llamact.body_size"
+
+
 async def json_body(request: Request, read: Callable[..., Any] | None = None, *args: Any) -> Any:
     """The body's JSON, or ``read(json, *args)`` when a reader is given."""
-    settings = state_of(request).settings
+    scope = request.scope
+    if BODY_KEY in scope:
+        body = scope[BODY_KEY]
+        if read is None:
+            return body
+        return await asyncio.to_thread(read, body, *args) if scope[_SIZE_KEY] > OFF_LOOP_BYTES else read(body, *args)
+    settings = server_settings(request)
     _check_media_type(request)
     raw = await _read(request, settings.max_body_size)
 
     def work() -> Any:
         body = _decode(raw, settings.max_body_depth)
+        scope[BODY_KEY], scope[_SIZE_KEY] = body, len(raw)
         return body if read is None else read(body, *args)
 
     return await asyncio.to_thread(work) if len(raw) > OFF_LOOP_BYTES else work()

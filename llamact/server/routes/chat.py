@@ -5,7 +5,8 @@
 
 ``answer_chat`` is the chat path itself -- the schema check, the worker, the metrics, the stream or
 the whole reply -- with the wire shape left to the route: this route writes OpenAI's chat shape, the
-Responses route (``.responses``) its own from the same completion and chunks.
+Responses route (``.responses``) its own from the same completion and chunks. Tools the model's
+template cannot carry are refused or warned about here, for every wire shape (``server.tool_policy``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..lora_control import ensure_scales, request_scales, with_lora
 from ..protocol import ChatCall, exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
 from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
 from ..state import state_of
+from ..tool_policy import WARNING_HEADER, tool_policy
 from .body import json_body
 
 __all__ = ["answer_chat", "router"]
@@ -40,8 +42,10 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
     state = state_of(request)
     try:
         refuse_unenforced_schema(call.request, state.defaults)
+        warning = tool_policy(call.request, state)
     except Exception as exc:
         return exception_response(exc)
+    headers = {WARNING_HEADER: warning} if warning else None
     streams: list[Any] = []
     lora = lora or {}
     loras = state.loras
@@ -63,7 +67,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
             return exception_response(exc)
         t = completion.timings
         state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
-        return JSONResponse(whole(completion, streams[0]))
+        return JSONResponse(whole(completion, streams[0]), headers=headers)
 
     try:
         first = await first_item(job)
@@ -76,7 +80,10 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
             t = chunk.timings
             state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
 
-    return event_stream(job, first, events, framing)
+    response = event_stream(job, first, events, framing)
+    if warning:
+        response.headers[WARNING_HEADER] = warning
+    return response
 
 
 @router.post("/v1/chat/completions")
