@@ -8,7 +8,8 @@ given. The catalogue is then, by model name (a later source adds to an earlier o
 
 * ``--models-dir DIR``: each ``*.gguf`` in DIR is a model named after the file without ``.gguf``; each
   sub-directory holding one is a model named after the directory (its first shard, ``-00001-of-``,
-  when split). Files with ``mmproj`` in their name are companions, not models (llama-server's scan).
+  when split). Files with ``mmproj`` in their name are companions, not models (llama-server's scan): in
+  a model's folder, its multimodal projector.
 * ``--models-preset FILE.ini``: llama-server's presets. A section ``[name]`` per model, its keys the
   long flags without dashes (``model = /m.gguf``, ``ctx-size = 8192``, ``n-gpu-layers = 99``, a
   negative flag ``no-slots = true`` too) or the settings' field names; ``[*]`` holds what every model
@@ -133,6 +134,10 @@ def scan_models_dir(directory: Path) -> dict[str, dict[str, Any]]:
             chosen = shards or files
             if chosen:
                 found[entry.name] = {"model": str(chosen[0])}
+                # a projector beside it is its mmproj (llama-server's scan: the last one listed)
+                projectors = sorted(p for p in entry.iterdir() if p.suffix == ".gguf" and "mmproj" in p.name)
+                if projectors:
+                    found[entry.name]["mmproj"] = str(projectors[-1])
         elif is_model(entry):
             found[entry.name[: -len(".gguf")]] = {"model": str(entry)}
     return found

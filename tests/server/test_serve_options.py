@@ -108,9 +108,10 @@ def test_the_catalogue_of_a_models_dir_a_preset_and_a_config_file(tmp_path: Path
     _gguf(models / "mmproj-alpha.gguf")                       # a companion, not a model
     _gguf(models / "beta" / "beta-00001-of-00002.gguf")     # a split model: its first shard
     _gguf(models / "beta" / "beta-00002-of-00002.gguf")
+    _gguf(models / "beta" / "mmproj-beta-f16.gguf")          # beside a model in its folder: its projector
     preset = tmp_path / "presets.ini"
-    preset.write_text("[*]\nctx-size = 2048\ntemp = 0.5\n\n[alpha]\nn-gpu-layers = 10\nno-mmproj-offload = 1\n")
-    with pytest.raises(LlamaException, match=r"\[alpha\]: option 'no-mmproj-offload' is not recognized"):
+    preset.write_text("[*]\nctx-size = 2048\ntemp = 0.5\n\n[alpha]\nn-gpu-layers = 10\nno-mmproj-offloads = 1\n")
+    with pytest.raises(LlamaException, match=r"\[alpha\]: option 'no-mmproj-offloads' is not recognized"):
         read_catalogue({"models_dir": models, "models_preset": preset})
     preset.write_text("[*]\nctx-size = 2048\ntemp = 0.5\n\n[alpha]\nn-gpu-layers = 10\nload-on-startup = true\n"
                       "alias = a1, a2\n\n[gamma]\nmodel = /m/gamma.gguf\nctx-size = 512\n")
@@ -126,6 +127,7 @@ def test_the_catalogue_of_a_models_dir_a_preset_and_a_config_file(tmp_path: Path
     assert (alpha.settings.model, alpha.source, alpha.load_on_startup, alpha.aliases) == (
         str(models / "alpha.gguf"), "preset", True, ("a1", "a2"))
     assert beta.settings.model == str(models / "beta" / "beta-00001-of-00002.gguf") and beta.source == "config"
+    assert beta.settings.mmproj == models / "beta" / "mmproj-beta-f16.gguf" and alpha.settings.mmproj is None
     # flags over the environment over the model's entry over [*] over the config file's top level
     assert (alpha.settings.ctx_size, beta.settings.ctx_size, gamma.settings.ctx_size) == (2048, 8192, 512)
     assert {s.settings.threads for s in specs.values()} == {1}
