@@ -45,7 +45,13 @@ class NativeLibrary:
                 "(which builds llama.cpp), or set LLAMACT_LIB_DIR to a folder holding libllama.",
                 {"path": str(llama_path)},
             )
-        mode = getattr(os, "RTLD_GLOBAL", 0)
+        # RTLD_LOCAL: each library resolves its symbols in its own dependency tree first, as in a
+        # program linked against them. With RTLD_GLOBAL the backends loaded with libggml came first in
+        # the process's global scope, so libllama's own copies of C++ template code (std::regex in its
+        # tokenizer) bound to libggml-cuda's, compiled by nvcc's host pass: loading any model
+        # segfaulted in a CUDA build (seen on an H200, CUDA 13.0; a backtrace shows libllama's
+        # _BracketMatcher calling into libggml-cuda).
+        mode = getattr(os, "RTLD_LOCAL", 0)
         try:
             self.ggml_base = ctypes.CDLL(str(directory / _shared_name("ggml-base")), mode=mode)
             self.ggml = ctypes.CDLL(str(directory / _shared_name("ggml")), mode=mode)
@@ -56,18 +62,21 @@ class NativeLibrary:
                 {"path": str(directory)},
             ) from exc
         self.directory = directory
+        # multimodal projectors (images, audio): loaded before the shim, which links it. A wheel holds
+        # libmtmd.so and libmtmd.so.0 as two files (no symlinks in a zip): loaded by path after the shim
+        # pulled in .so.0, .so would be a second copy, whose logger the log router would set
+        try:
+            self.mtmd = ctypes.CDLL(str(directory / _shared_name("mtmd")), mode=mode)
+        except OSError as exc:
+            raise LlamaUnsupportedException(
+                f"cannot load llamact's libmtmd from {directory}: {exc}; reinstall llamact",
+                {"path": str(directory)},
+            ) from exc
         try:
             self.shim = ctypes.CDLL(str(directory / _shared_name("llamact-shim")), mode=mode)
         except OSError as exc:
             raise LlamaUnsupportedException(
                 f"cannot load llamact's shim library from {directory}: {exc}; reinstall llamact",
-                {"path": str(directory)},
-            ) from exc
-        try:   # multimodal projectors (images, audio): the shim links it, so it is always there
-            self.mtmd = ctypes.CDLL(str(directory / _shared_name("mtmd")), mode=mode)
-        except OSError as exc:
-            raise LlamaUnsupportedException(
-                f"cannot load llamact's libmtmd from {directory}: {exc}; reinstall llamact",
                 {"path": str(directory)},
             ) from exc
         shim_missing = llama_h.bind(self.shim, {**shim.SHIM_FUNCTIONS, **mtmd_h.MEDIA_SHIM_FUNCTIONS})
