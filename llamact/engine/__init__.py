@@ -6,6 +6,7 @@ from .backends import Device, devices
 from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .params import GenerationParams, ModelParams
+from .speculative import SpeculativeParams
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Timings",
     "GenerationParams",
     "ModelParams",
+    "SpeculativeParams",
     "Tokenizer",
     "Device",
     "devices",

@@ -31,6 +31,8 @@ from ..native.sampler import SamplerChain
 from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from .decode import GenerationChunk, SequenceDecoder, StopReason, Timings
 from .logprobs import LogprobReader, TokenLogprob
+from .speculative.loop import speculative_steps
+from .speculative.speculator import SequenceSpeculation
 
 __all__ = ["GenerationChunk", "GenerationResult", "LogitsProcessor", "StopReason", "Timings", "generate"]
 
@@ -63,13 +65,15 @@ def generate(
     top_logprobs: int | None = None,
     processors: Sequence[LogitsProcessor] = (),
     past_tokens: Sequence[int] = (),
+    speculation: SequenceSpeculation | None = None,
 ) -> Iterator[GenerationChunk]:
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
 
     ``top_logprobs`` (None: off) gives each chunk its token's logprob and that many alternatives
     (``logprobs``). ``processors`` run on the logits before each sampling; they see the token ids
-    ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated.
+    ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated. ``speculation``
+    (``speculative.Speculator.sequence``; not with ``processors``) drafts tokens that the target verifies.
     """
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
@@ -87,7 +91,8 @@ def generate(
     stepper = TokenStepper(context, sampler, render_special)
     reader = LogprobReader(context.model.vocab, top_logprobs) if top_logprobs is not None else None
     history = _History(context, [*past_tokens, *prompt], processors) if processors else None
-    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history)
+    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history,
+                       None if processors else speculation)
 
 
 class _History:
@@ -120,6 +125,7 @@ class _History:
 def _token_loop(
     stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int,
     reader: LogprobReader | None = None, history: _History | None = None,
+    speculation: SequenceSpeculation | None = None,
 ) -> Iterator[GenerationChunk]:
     context = stepper.context
     # room: a sampled token takes a cell only when the next step decodes it, so the context holds
@@ -130,6 +136,14 @@ def _token_loop(
     if not stepper.prefill(prompt_tokens):
         decoder.stop(StopReason.CANCELLED)
     decoder.prompt_done()
+    if speculation is not None:   # drafts verified in batches: engine/speculative/loop.py
+        try:
+            yield from speculative_steps(stepper, decoder, speculation, n_ctx=n_ctx, max_tokens=max_tokens,
+                                         logprobs=reader is not None)
+        except GeneratorExit:
+            return
+        yield decoder.finish()
+        return
 
     step = stepper.step
     if history is not None:

@@ -82,6 +82,16 @@ class TokenStepper:
     def context(self) -> Context:
         return self._context
 
+    @property
+    def pending(self) -> int:
+        """The last sampled token, which the next step decodes (LLAMA_TOKEN_NULL right after the
+        prefill). A speculative verification decodes it with its draft and sets the next one."""
+        return self._prev
+
+    @pending.setter
+    def pending(self, token: int) -> None:
+        self._prev = token
+
     def prefill(self, tokens: Sequence[int]) -> bool:
         """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it).
         False when an abort request stopped it; raises LlamaException on a decode error."""

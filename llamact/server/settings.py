@@ -12,6 +12,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ..engine import ModelParams
+from ..engine.speculative.params import speculative_params
 from ..errors import LlamaException
 from ..grammar import limits
 from ..grammar.gbnf import MAX_PARSE_DEPTH
@@ -95,6 +96,31 @@ class ServerSettings(BaseSettings):
     pooling: Literal["none", "mean", "cls", "last", "rank"] | None = None   # None: the model's own
     reranking: bool = False                   # the /rerank routes: pooling "rank" (llama-server's --reranking)
     embd_normalize: int = Field(2, ge=-1)     # pooled vectors' norm: -1 none, 0 max-abs (int16), 1, 2 euclidean, p
+    # speculative decoding, llama-server's --spec-* (engine.speculative.params; None: its default)
+    spec_type: str | None = None              # comma-separated: ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod,
+    #                                           draft-simple, grammar (llamact's own)
+    spec_default: bool = False                # ngram-mod with n_match 24, n_min 48, n_max 64
+    spec_draft_model: Path | None = None
+    spec_draft_n_max: int | None = None
+    spec_draft_n_min: int | None = None
+    spec_draft_p_min: float | None = None
+    spec_draft_ctx_size: int | None = None    # 0: the target's context size
+    spec_draft_threads: int | None = None
+    spec_draft_threads_batch: int | None = None
+    spec_draft_ngl: int | None = None
+    spec_ngram_simple_size_n: int | None = None
+    spec_ngram_simple_size_m: int | None = None
+    spec_ngram_simple_min_hits: int | None = None
+    spec_ngram_map_k_size_n: int | None = None
+    spec_ngram_map_k_size_m: int | None = None
+    spec_ngram_map_k_min_hits: int | None = None
+    spec_ngram_map_k4v_size_n: int | None = None
+    spec_ngram_map_k4v_size_m: int | None = None
+    spec_ngram_map_k4v_min_hits: int | None = None
+    spec_ngram_mod_n_match: int | None = None
+    spec_ngram_mod_n_min: int | None = None
+    spec_ngram_mod_n_max: int | None = None
+    spec_grammar_n_max: int | None = None
 
     def embedding_pooling(self) -> str | None:
         """The pooling the embedding routes ask for (None: the model's own)."""
@@ -118,7 +144,8 @@ class ServerSettings(BaseSettings):
         return ModelParams(n_ctx=self.ctx_size, n_batch=self.batch_size, n_ubatch=self.ubatch_size,
                            n_threads=self.threads, n_threads_batch=self.threads,
                            adaptive_threads=not self.fixed_threads, n_gpu_layers=self.n_gpu_layers,
-                           chat_template=template, n_seq_max=self.parallel, loras=self.lora)
+                           chat_template=template, n_seq_max=self.parallel, loras=self.lora,
+                           speculative=speculative_params(self.model_dump()))
 
 
 def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ServerSettings:
