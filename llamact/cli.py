@@ -317,6 +317,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                     "prompt_per_second": t.prompt_tokens_per_s,
                     "predicted_n": t.n_generated, "predicted_ms": t.decode_ms,
                     "predicted_per_second": t.decode_tokens_per_s,
+                    **({"draft_n": t.n_draft, "draft_n_accepted": t.n_draft_accepted} if t.n_draft else {}),
                 },
             }, ensure_ascii=False))
             return 0
@@ -326,8 +327,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             if chunk.timings is not None:
                 sys.stdout.write("\n")
+                drafts = (f"; {chunk.timings.n_draft_accepted}/{chunk.timings.n_draft} drafted tokens accepted"
+                          if chunk.timings.n_draft else "")
                 print(f"[{chunk.stop_reason.value if chunk.stop_reason else ''}; "
-                      f"{chunk.timings.decode_tokens_per_s:.1f} tokens/s]", file=sys.stderr)
+                      f"{chunk.timings.decode_tokens_per_s:.1f} tokens/s{drafts}]", file=sys.stderr)
         return 0
 
 

@@ -383,7 +383,9 @@ class GbnfAcceptor:
             singles: set[int] = set()   # characters possible next, from one-character sets
             blank_sets = False          # a set of several whitespace characters is possible next
             for stack in state:
-                if not stack or kinds[stack[-1]] != _CHAR:
+                if not stack:   # the grammar may end here; it must when no other continuation exists
+                    return "".join(out), bool(out) and all(not s for s in state)
+                if kinds[stack[-1]] != _CHAR:
                     return "".join(out), False
                 charset = charsets[args[stack[-1]]]
                 ranges = charset.ranges

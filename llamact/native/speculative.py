@@ -127,10 +127,21 @@ class DraftVerifier:
         stepper, context, sampler = self._stepper, self._context, self._sampler
         batch = [stepper.pending, *draft]
         out = (_Token * len(batch))()
-        with context.pinned() as ctx, sampler.pinned() as handle:
-            n = self._shim.llamact_spec_verify(ctx, handle, int(self._guided), self._greedy, self._vocab_ptr,
-                                               ctypes.c_void_p(context._abort_ptr), 0, (_Token * len(batch))(*batch),
-                                               len(batch), out, ctypes.byref(self._rc), *self._err.args)
+        # a verification is a small batch, decoded with n_threads_batch: while the thread governor holds
+        # the one-token decodes below their thread count (busy cores), so does it hold this one
+        governor = context.governor
+        throttled = governor is not None and governor.current < context.n_threads_batch
+        if throttled:
+            context.set_threads(governor.current, governor.current)   # type: ignore[union-attr]
+        try:
+            with context.pinned() as ctx, sampler.pinned() as handle:
+                n = self._shim.llamact_spec_verify(ctx, handle, int(self._guided), self._greedy, self._vocab_ptr,
+                                                   ctypes.c_void_p(context._abort_ptr),
+                                                   0, (_Token * len(batch))(*batch), len(batch), out,
+                                                   ctypes.byref(self._rc), *self._err.args)
+        finally:
+            if throttled:
+                context.set_threads(governor.current, context.n_threads_batch)   # type: ignore[union-attr]
         if n < 0:
             raise sampler.abandon("verifying a draft", self._err.message)
         if n == 0:

@@ -53,6 +53,7 @@ def generation_settings(call: CompletionCall, defaults: RequestDefaults) -> Json
         "logit_bias": [{"bias": f32(bias), "token": token} for token, bias in p.logit_bias.items()],
         "grammar": p.grammar or "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": [],
         "reasoning_format": reasoning if isinstance(reasoning, str) else defaults.reasoning_format,
+        "speculative.types": defaults.speculative_types,
     })
     for name in ("n_keep", "n_discard"):
         if isinstance(body.get(name), int):

@@ -76,6 +76,8 @@ class RequestDefaults:
     # (llama-server's bound on a request's n)
     vocabulary: Vocabulary | None = None
     n_parallel: int = 1
+    # a request's "speculative.types" as llama-server reports it ("none" without speculation)
+    speculative_types: str = "none"
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"

@@ -83,7 +83,9 @@ class ServerState:
                 vocabulary=Vocabulary(engine.n_vocab, lambda: engine.eog_tokens,
                                       lambda text: engine.tokenize(text, add_special=False, parse_special=False)),
                 n_parallel=self.settings.parallel,
+                speculative_types=(engine.speculator.params.types_name() if engine.speculator else "none"),
             )
+            self.slot_tasks.speculative_types = self.defaults.speculative_types
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 # the scheduler's thread makes the chunks of every slot and hands them to the event loop

@@ -57,7 +57,7 @@ class DraftModel:
 
     def __init__(self, path: str, target: Model, *, n_ctx: int, n_seq: int, n_batch: int, n_ubatch: int,
                  n_threads: int, n_threads_batch: int, n_gpu_layers: int, n_max: int, n_min: int,
-                 p_min: float) -> None:
+                 p_min: float, adaptive_threads: bool = True) -> None:
         self.model = Model(path, ModelLoadOptions(n_gpu_layers=n_gpu_layers))
         try:
             problem = draft_vocab_problem(target, self.model)
@@ -68,7 +68,7 @@ class DraftModel:
                     {"draft_model": str(path), "problem": problem})
             self.context = Context(self.model, ContextOptions(
                 n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_seq_max=n_seq, n_threads=n_threads,
-                n_threads_batch=n_threads_batch, adaptive_threads=False))
+                n_threads_batch=n_threads_batch, adaptive_threads=adaptive_threads))
             self._batch = Batch(self.context, self.context.n_batch, 1)
         except BaseException:
             self.model.close()

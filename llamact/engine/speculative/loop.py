@@ -16,7 +16,7 @@ from ...native.llama_h import LLAMA_TOKEN_NULL
 from ...native.speculative import DraftVerifier
 from ...native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenStepper
 from ..decode import GenerationChunk, SequenceDecoder, StopReason
-from .speculator import SequenceSpeculation
+from .speculator import SequenceSpeculation, accepted_count
 
 __all__ = ["speculative_steps"]
 
@@ -59,7 +59,7 @@ def speculative_steps(stepper: TokenStepper, decoder: SequenceDecoder, spec: Seq
             decoder.stop(_STOPS[n])
             return
         chosen = verifier.tokens
-        decoder.n_draft_accepted += n - 1
+        decoder.n_draft_accepted += accepted_count(draft, chosen)
         spec.verified(pending, draft, chosen)
         chunks, taken = take_run(chosen, verifier.pieces, range(n) if logprobs else None)
         if taken < n:

@@ -125,8 +125,10 @@ class SpeculativeParams:
         return bool(self.types)
 
     def types_name(self) -> str:
-        """upstream's ``common_speculative_type_name_str`` of the types ("none" without any)."""
-        return ",".join(t for t in SPEC_TYPES if t in self.types) or "none"
+        """What llama-server reports as a request's ``speculative.types``: its type list starts with
+        "none" and the ``--spec-type`` / ``--spec-default`` types are appended, in the order given
+        (``common_speculative_type_name_str``)."""
+        return ",".join(("none", *self.types))
 
     def n_max(self) -> int:
         """The longest draft any source makes (``common_speculative_n_max``)."""

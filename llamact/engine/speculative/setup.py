@@ -37,7 +37,8 @@ def make_speculator(params: ModelParams, model: Model, context: Context) -> Spec
             os.fspath(spec.draft_model), model, n_ctx=spec.draft_n_ctx or context.n_ctx, n_seq=params.n_seq_max,
             n_batch=context.n_batch, n_ubatch=params.n_ubatch, n_threads=threads,
             n_threads_batch=spec.draft_n_threads_batch or threads, n_gpu_layers=spec.draft_n_gpu_layers,
-            n_max=spec.draft_n_max, n_min=spec.draft_n_min, p_min=spec.draft_p_min)
+            n_max=spec.draft_n_max, n_min=spec.draft_n_min, p_min=spec.draft_p_min,
+            adaptive_threads=params.adaptive_threads)
     try:
         return Speculator(spec, model, params.n_seq_max, draft)
     except BaseException:

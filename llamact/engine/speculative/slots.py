@@ -21,7 +21,7 @@ from ...native.context import Context
 from ...native.model import Vocab
 from ...native.speculative import sample_run
 from ..decode import GenerationChunk
-from .speculator import Speculator
+from .speculator import Speculator, accepted_count
 
 __all__ = ["plan_drafts", "slot_piece", "verify_slot"]
 
@@ -64,7 +64,7 @@ def verify_slot(context: Context, vocab: Vocab, request: Any, slot: Any, index: 
     n = len(chosen)
     context.memory_seq_rm(slot.seq, n_kv + n, -1)   # the rejected draft tokens
     decoder.n_draft += len(draft)
-    decoder.n_draft_accepted += n - 1
+    decoder.n_draft_accepted += accepted_count(draft, chosen)
     spec.verified(last, draft, chosen)
     pieces = [slot_piece(vocab, request, t) for t in chosen]
     indices = range(index, index + n) if request.logprobs is not None else None

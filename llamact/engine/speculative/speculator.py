@@ -36,7 +36,14 @@ from .ngram_mod import NgramMod
 from .ngram_simple import ngram_simple_draft
 from .params import SpeculativeParams
 
-__all__ = ["SequenceSpeculation", "SpecTotals", "Speculator"]
+__all__ = ["SequenceSpeculation", "SpecTotals", "Speculator", "accepted_count"]
+
+
+def accepted_count(draft: Sequence[int], chosen: Sequence[int]) -> int:
+    """How many drafted tokens the target kept: all the chosen tokens but the last, and the last too
+    when it equals its draft token (an end-of-generation token ends a run even where it agrees)."""
+    n = len(chosen) - 1
+    return n + 1 if n < len(draft) and chosen[n] == draft[n] else n
 
 
 @dataclass
@@ -212,7 +219,7 @@ class SequenceSpeculation:
     def verified(self, pending: int, draft: Sequence[int], chosen: Sequence[int]) -> None:
         """The target decoded ``pending`` + ``draft`` and chose ``chosen`` (all but the last equal the
         draft): the history, the grammar, the sources' acceptance and the counters move on."""
-        n_accepted = len(chosen) - 1
+        n_accepted = accepted_count(draft, chosen)
         self.history.append(pending)
         self.history.extend(chosen[:-1])
         if self.grammar is not None:
