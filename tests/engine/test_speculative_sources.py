@@ -8,16 +8,19 @@ same tokens and the same draft_n / draft_n_accepted); these pin the optimisation
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from llamact import LlamaModelException, SpeculativeParams
+from llamact import LlamaModelException, LlamaUnsupportedException, ModelParams, SpeculativeParams
 from llamact.engine.speculative.history import TokenHistory
 from llamact.engine.speculative.ngram_map import LCG_FACTOR, NgramMap
 from llamact.engine.speculative.ngram_mod import MULT, NgramMod
 from llamact.engine.speculative.ngram_simple import ngram_simple_draft
 from llamact.engine.speculative.params import speculative_params
+from llamact.engine.speculative.setup import make_speculator
+from llamact.engine.speculative.speculator import accepted_count
 from llamact.grammar import GbnfAcceptor, parse_gbnf
 
 
@@ -301,3 +304,22 @@ def test_forced_text_follows_the_grammar_until_it_branches() -> None:
     after = acceptor.advance(state, '{"name": "b')
     assert acceptor.forced_text(after, 100, lambda prev: "") == ('"}', True)     # the grammar ends there
     assert acceptor.advance(state, "x") == ()
+
+
+def test_an_end_token_equal_to_its_draft_token_is_accepted() -> None:
+    """A run stops at an end token; when the draft had that token too, it counts as accepted (deviation
+    15: llama-server samples on past it)."""
+    assert accepted_count([5, 6, 7], [5, 6, 7, 9]) == 3     # the whole draft, then the target's own
+    assert accepted_count([5, 6, 7], [5, 8]) == 1           # rejected at the second
+    assert accepted_count([5, 2, 7], [5, 2]) == 2           # 2 ends generation and equals its draft token
+    assert accepted_count([5, 2, 7], [5, 3]) == 1
+
+
+def test_recurrent_models_are_refused() -> None:
+    class Recurrent:
+        keeps_recurrent_state = True
+        path = Path("mamba.gguf")
+
+    params = ModelParams(speculative=SpeculativeParams(types=("ngram-simple",)))
+    with pytest.raises(LlamaUnsupportedException, match="recurrent or hybrid"):
+        make_speculator(params, Recurrent(), None)  # type: ignore[arg-type]

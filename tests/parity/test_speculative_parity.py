@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from server_live import LiveServer
 
-from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact import GenerationParams, LlamaEngine, LlamaModelException, ModelParams
 from llamact.engine.speculative.params import speculative_params
 from llamact.parity.llama_server import LlamaServer, ServerConfig, find_llama_server
 
@@ -119,3 +119,21 @@ def test_serve_with_spec_default_answers_as_llama_server(smollm2_path: Path) -> 
             assert metric(texts[0], name) == metric(texts[1], name) > 0, name
         per_pos = [[line for line in text.splitlines() if "accepted_tokens_per_pos_total{" in line] for text in texts]
         assert per_pos[0] == per_pos[1] and per_pos[0]
+
+
+def test_draft_model_choices_against_llama_server(smollm2_path: Path, gemma3_path: Path) -> None:
+    """Deviation 15: a draft of another vocabulary (Gemma 3 for SmolLM2) and a draft without a type.
+    llama-server serves both without drafts (it logs the failed check; it keeps its types at "none");
+    llamact refuses the first at load and drafts with the second."""
+    prompt = prompts()[0]
+    body = {"prompt": prompt, "n_predict": 8, "temperature": 0, "cache_prompt": False}
+    for options in ({"spec_type": "draft-simple", "spec_draft_model": gemma3_path},
+                    {"spec_draft_model": smollm2_path}):
+        with LlamaServer(ServerConfig(smollm2_path, extra_args=tuple(flags(options))), find_llama_server()) as server:
+            assert "draft_n" not in server.post("/completion", body)["timings"], options
+    with pytest.raises(LlamaModelException, match="vocabulary"):
+        LlamaEngine.load(smollm2_path, ModelParams(n_ctx=512, speculative=speculative_params(
+            {"spec_type": "draft-simple", "spec_draft_model": gemma3_path})))
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_threads=1, speculative=speculative_params(
+            {"spec_draft_model": smollm2_path}))) as engine:
+        assert engine.complete(prompt, GenerationParams(greedy=True, max_tokens=8)).timings.n_draft > 0
