@@ -54,10 +54,12 @@ def _hash(ids: list[int], start: int, n: int) -> int:
 
 def _hashes(history: TokenHistory, positions: np.ndarray, n: int) -> np.ndarray:
     """``_hash`` of the windows at ``positions``, all at once (uint32 arithmetic in uint64)."""
-    ids = history.array().astype(np.uint64)
+    lo = int(positions.min())
+    ids = history.array(lo, int(positions.max()) + n).astype(np.uint64)   # only the windows' span
+    at = positions - lo
     h = np.zeros(len(positions), dtype=np.uint64)
     for k in range(n):
-        h = (h * np.uint64(LCG_FACTOR) + ids[positions + k]) & np.uint64(_MASK32)
+        h = (h * np.uint64(LCG_FACTOR) + ids[at + k]) & np.uint64(_MASK32)
     return h
 
 
@@ -150,7 +152,13 @@ class NgramMap:
         lo = max(last_begin, map_last)
         if top > lo:
             spans.append(np.arange(top, lo, -1))
-        if spans:
+        if spans and sum(map(len, spans)) < 16:   # a step's one or two new n-grams: plain Python is faster
+            key_map, ids = self.key_map, history.ids
+            for j in (int(j) for span in spans for j in span):
+                slot = _hash(ids, j, n) % HASH_MAP_SIZE
+                if key_map[slot] == 0:
+                    key_map[slot] = j
+        elif spans:
             positions = np.concatenate(spans)   # upstream's order: each j in turn, first come first kept
             slots = (_hashes(history, positions, n) % np.uint64(HASH_MAP_SIZE)).astype(np.int64)
             _unique, first = np.unique(slots, return_index=True)
