@@ -158,7 +158,7 @@ def test_sampling_keeps_the_targets_distribution(engines: Any) -> None:
         assert seen.sum() == n   # every second token is one of the target's top 4
         chi2 += float(((seen - n * p) ** 2 / (n * p)).sum())
         df += 3
-    assert chi2 < {6: 22.46}[df], f"chi-square {chi2:.1f} on {df} degrees of freedom"
+    assert chi2 < {3: 16.27, 6: 22.46}[df], f"chi-square {chi2:.1f} on {df} degrees of freedom"   # p = 0.001
 
 
 def test_grammar_drafts_keep_a_named_tool_call_valid(engines: Any) -> None:
