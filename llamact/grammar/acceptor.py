@@ -369,14 +369,15 @@ class GbnfAcceptor:
         return state
 
     def forced_text(self, state: tuple[_Stack, ...], limit: int,
-                    space: Callable[[str], str] | None = None) -> tuple[str, bool]:
+                    space: Callable[[str], str | None] | None = None) -> tuple[str, bool]:
         """The text every continuation of ``state`` begins with (at most ``limit`` code points), and
         whether the grammar must end right after it. The text stops where the grammar may end, where
         two characters are possible, or where a model token (not text) comes next.
 
         ``space`` (a guess, for drafts): where the only choice is optional whitespace before one
         character (JSON's ``space`` rule), ``space(previous_character)`` says which whitespace to
-        assume ("" for none); the walk goes on through it when the grammar allows it."""
+        assume ("" for none, None: no guess, the text ends there); the walk goes on through it when
+        the grammar allows it."""
         kinds, args, charsets = self._kinds, self._args, self._charsets
         out: list[str] = []
         while state and len(out) < limit:
@@ -404,6 +405,8 @@ class GbnfAcceptor:
                 if space is None or len(others) > 1:
                     return "".join(out), False
                 guess = space(out[-1] if out else "")
+                if guess is None:
+                    return "".join(out), False
                 walked = state
                 for ch in guess:
                     walked = self._step(walked, ord(ch)) if walked else walked

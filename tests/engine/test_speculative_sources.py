@@ -298,6 +298,7 @@ def test_forced_text_follows_the_grammar_until_it_branches() -> None:
     acceptor = GbnfAcceptor(grammar)
     state = acceptor.initial_state()
     assert acceptor.forced_text(state, 100) == ("{", False)    # optional whitespace next: no guess asked
+    assert acceptor.forced_text(state, 100, lambda prev: None) == ("{", False)   # or none given
     assert acceptor.forced_text(state, 100, lambda prev: "") == ('{"name":"', False)   # both values open with "
     assert acceptor.forced_text(state, 100, lambda prev: " " if prev == ":" else "") == ('{"name": "', False)
     assert acceptor.forced_text(state, 3, lambda prev: "") == ('{"n', False)

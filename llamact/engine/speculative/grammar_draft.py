@@ -97,16 +97,16 @@ class GrammarDraft:
                         self._habit[self._last] = self._blank
                     self._last, self._blank = ch, ""
 
-    def _space(self, previous: str) -> str:
+    def _space(self, previous: str) -> str | None:
         """The whitespace to assume after ``previous`` ("": the last character fed) where the grammar
-        makes it optional: the model's habit, else JSON's usual ``", "`` and ``": "``."""
+        makes it optional: what the model wrote after that character before (the rest of it, when
+        the model is writing it now); None, no guess, where it has not shown its habit yet."""
         if not previous:
-            previous = self._last
-            if self._blank:   # the model is already writing whitespace there: assume no more
-                return ""
-        if previous in _BLANKS:
-            return ""
-        return self._habit.get(previous, " " if previous in ",:" else "")
+            habit = self._habit.get(self._last)
+            if habit is None or not habit.startswith(self._blank):
+                return None
+            return habit[len(self._blank):]
+        return None if previous in _BLANKS else self._habit.get(previous)
 
     def draft(self, n_max: int) -> list[int]:
         """The tokens of the text the grammar forces next (at most ``n_max``; none when nothing is forced)."""
