@@ -5,7 +5,7 @@ llamact's n-gram sources are ports of upstream's, and its verification batches a
 the same tokens and the same ``draft_n`` / ``draft_n_accepted``: the drafts are the same drafts and
 the logits the same logits. Each configuration runs two requests on one server (and one engine), so
 the state sources keep between requests (ngram-mod's table, ngram-map's keys) is compared as well.
-``llamact serve`` with ``--spec-default`` is compared as a whole: the completion, its
+``llamact serve`` with ``--spec-default`` (ngram-mod) is compared as a whole: the completion, its
 ``generation_settings``, ``/slots``, ``/props`` and the ``spec_decode_*`` metrics.
 """
 
@@ -88,7 +88,9 @@ def metric(text: str, name: str) -> float:
 
 
 def test_serve_with_spec_default_answers_as_llama_server(smollm2_path: Path) -> None:
-    options = {"spec_default": True}
+    # --spec-default's ngram-mod, its shortest draft lowered from 48 (flags apply in order, on both
+    # servers) so that a 48-token answer drafts at all
+    options = {"spec_default": True, "spec_ngram_mod_n_min": 16}
     args = ["--model", str(smollm2_path), "--threads", "1", "--ctx-size", "4096", *flags(options)]
     with LlamaServer(ServerConfig(smollm2_path, extra_args=(*flags(options), "--metrics")),
                      find_llama_server()) as upstream, LiveServer(*args) as ours:
