@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import build_info
 from .engine import GenerationParams, LlamaEngine, ModelParams, devices
+from .engine.speculative.params import OPTION_FIELDS, speculative_params
 from .errors import LlamaException
 
 if TYPE_CHECKING:
@@ -41,6 +42,47 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    _add_spec_args(p)
+
+
+def _add_spec_args(p: argparse.ArgumentParser) -> None:
+    """llama-server's speculative decoding options (engine.speculative.params.OPTION_FIELDS); None:
+    the default, so that a server's config file and LLAMACT_* variables apply."""
+    p.add_argument("--spec-type", help="comma-separated draft sources: ngram-simple, ngram-map-k, ngram-map-k4v, "
+                   "ngram-mod, draft-simple, grammar (llamact's: the text the grammar forces)")
+    p.add_argument("--spec-default", action="store_true", default=None,
+                   help="ngram-mod with n-match 24, n-min 48, n-max 64 (llama-server's default speculation)")
+    p.add_argument("-md", "--spec-draft-model", "--model-draft", type=Path, help="draft model (turns draft-simple on)")
+    p.add_argument("--spec-draft-n-max", type=int, help="most tokens the draft model drafts (default 3)")
+    p.add_argument("--spec-draft-n-min", type=int, help="fewest draft-model tokens worth a draft (default 0)")
+    p.add_argument("--spec-draft-p-min", "--draft-p-min", type=float,
+                   help="stop drafting below this probability (default 0)")
+    p.add_argument("-cd", "--spec-draft-ctx-size", "--ctx-size-draft", type=int,
+                   help="the draft model's context size (default: the target's)")
+    p.add_argument("-td", "--spec-draft-threads", "--threads-draft", type=int,
+                   help="the draft model's threads (default: --threads)")
+    p.add_argument("-tbd", "--spec-draft-threads-batch", "--threads-batch-draft", type=int,
+                   help="the draft model's prompt threads (default: --spec-draft-threads)")
+    p.add_argument("-ngld", "--spec-draft-ngl", "--n-gpu-layers-draft", type=int,
+                   help="draft model layers to offload (-1 = all)")
+    p.add_argument("--spec-ngram-simple-size-n", type=int, help="ngram-simple: lookup n-gram length (default 12)")
+    p.add_argument("--spec-ngram-simple-size-m", type=int, help="ngram-simple: draft length (default 48)")
+    p.add_argument("--spec-ngram-simple-min-hits", type=int, help="ngram-simple: minimum hits (default 1)")
+    p.add_argument("--spec-ngram-map-k-size-n", type=int, help="ngram-map-k: lookup n-gram length (default 12)")
+    p.add_argument("--spec-ngram-map-k-size-m", type=int, help="ngram-map-k: draft length (default 48)")
+    p.add_argument("--spec-ngram-map-k-min-hits", type=int, help="ngram-map-k: minimum hits (default 1)")
+    p.add_argument("--spec-ngram-map-k4v-size-n", type=int, help="ngram-map-k4v: lookup n-gram length (default 12)")
+    p.add_argument("--spec-ngram-map-k4v-size-m", type=int, help="ngram-map-k4v: draft length (default 48)")
+    p.add_argument("--spec-ngram-map-k4v-min-hits", type=int, help="ngram-map-k4v: minimum hits (default 1)")
+    p.add_argument("--spec-ngram-mod-n-match", type=int, help="ngram-mod: lookup length (default 24)")
+    p.add_argument("--spec-ngram-mod-n-min", type=int, help="ngram-mod: fewest tokens worth a draft (default 48)")
+    p.add_argument("--spec-ngram-mod-n-max", type=int, help="ngram-mod: most tokens drafted (default 64)")
+    p.add_argument("--spec-grammar-n-max", type=int, help="grammar: most forced tokens drafted at once (default 64)")
+
+
+def _spec_options(args: argparse.Namespace) -> dict[str, object]:
+    names = ("spec_type", "spec_default", *OPTION_FIELDS)
+    return {name: getattr(args, name) for name in names}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -140,7 +182,9 @@ def _serve_problem(catalogue: Catalogue) -> str | None:
         model = spec.settings
         if model.model is not None and not is_hf_uri(model.model):
             files.append((Path(model.model), "model"))
-        files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector")]
+        files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector"),
+                  (model.spec_draft_model, "draft model")]
+        speculative_params(model.model_dump())   # a bad --spec-* value refused here, before the model loads
         files += [(Path(path), "LoRA adapter") for path, _scale in model.loras()]
         if model.slot_save_path is not None and not model.slot_save_path.is_dir():
             return f"--slot-save-path: not a directory: {model.slot_save_path}"
@@ -175,6 +219,7 @@ def _model_params(args: argparse.Namespace) -> ModelParams:
         n_ctx=args.ctx_size, n_threads=args.threads, adaptive_threads=not args.fixed_threads,
         n_gpu_layers=args.n_gpu_layers, devices=args.device.split(",") if args.device else None,
         rpc_servers=args.rpc.split(",") if args.rpc else (), mmproj=getattr(args, "mmproj", None),
+        speculative=speculative_params(_spec_options(args)),
     )
 
 
@@ -240,6 +285,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                     "prompt_per_second": t.prompt_tokens_per_s,
                     "predicted_n": t.n_generated, "predicted_ms": t.decode_ms,
                     "predicted_per_second": t.decode_tokens_per_s,
+                    **({"draft_n": t.n_draft, "draft_n_accepted": t.n_draft_accepted} if t.n_draft else {}),
                 },
             }, ensure_ascii=False))
             return 0
@@ -249,8 +295,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             if chunk.timings is not None:
                 sys.stdout.write("\n")
+                drafts = (f"; {chunk.timings.n_draft_accepted}/{chunk.timings.n_draft} drafted tokens accepted"
+                          if chunk.timings.n_draft else "")
                 print(f"[{chunk.stop_reason.value if chunk.stop_reason else ''}; "
-                      f"{chunk.timings.decode_tokens_per_s:.1f} tokens/s]", file=sys.stderr)
+                      f"{chunk.timings.decode_tokens_per_s:.1f} tokens/s{drafts}]", file=sys.stderr)
         return 0
 
 

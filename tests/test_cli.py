@@ -27,7 +27,7 @@ def test_help_lists_the_commands() -> None:
     serve = _run("serve", "--help")
     for flag in ("--model", "--host", "--port", "--parallel", "--ctx-size", "--api-key", "--chat-template-file",
                  "--config", "--max-body-size", "--max-body-depth", "--max-tokenize-tokens", "--timeout",
-                 "--shutdown-timeout"):
+                 "--shutdown-timeout", "--spec-type", "--spec-default", "--spec-draft-model", "--spec-draft-n-max"):
         assert flag in serve.stdout, flag
     gen = _run("generate", "--help")
     for flag in ("--model", "--prompt", "--n-predict", "--threads", "--ctx-size", "--greedy", "--seed", "--temp",
@@ -52,6 +52,19 @@ def test_generate_json_matches_the_engine(smollm2_path: Path) -> None:
     assert out["tokens"] == expected.tokens and out["text"] == expected.text
     assert out["stop_reason"] == expected.stop_reason.value
     assert out["timings"]["predicted_n"] == len(expected.tokens) and out["timings"]["predicted_per_second"] > 0
+
+
+@pytest.mark.model
+def test_generate_takes_llama_servers_speculative_flags(smollm2_path: Path) -> None:
+    prompt = "Repeat: red, green, blue, red, green, blue, red,"
+    proc = _run("generate", "--model", str(smollm2_path), "--prompt", prompt, "-n", "16", "--greedy", "--threads",
+                "1", "--ctx-size", "256", "--json", "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                "--spec-ngram-simple-size-m", "8")
+    assert proc.returncode == 0, proc.stderr
+    timings = json.loads(proc.stdout)["timings"]
+    assert timings["draft_n"] >= timings["draft_n_accepted"] > 0
+    refused = _run("serve", "--spec-type", "ngram-bogus", "--port", "0")
+    assert refused.returncode == 2 and "unknown speculative type: ngram-bogus" in refused.stderr
 
 
 @pytest.mark.model

@@ -9,10 +9,11 @@ call that spells every default out still works).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import GenerationParams, ModelParams
+from ..engine import GenerationParams, ModelParams, SpeculativeParams
 from ..errors import LlamaUnsupportedException
 
 # llama.h's LLAMA_DEFAULT_SEED: "pick one at random"
@@ -41,7 +42,6 @@ _REFUSED_LOAD_OPTIONS: dict[str, tuple[Any, str]] = {
     "swa_full": (None, "the sliding-window cache is llama.cpp's default"),
     "lora_base": (None, "a LoRA base model is not supported (lora_path alone is)"),
     "numa": (False, "NUMA placement is not exposed"),
-    "draft_model": (None, "speculative decoding through a draft model is not in llamact yet"),
     "tokenizer": (None, "llamact tokenizes with the model's own vocabulary"),
     "spm_infill": (False, "infill is the server's /infill route (llamact serve)"),
     "chat_handler": (None, "llama-cpp-python's chat handlers (Llava, functionary, ...) are its own code; llamact "
@@ -65,6 +65,10 @@ def model_params(*, n_gpu_layers: int, split_mode: int, main_gpu: int, tensor_sp
                  extra: Mapping[str, Any]) -> ModelParams:
     """``ModelParams`` for llama-cpp-python's load options; ``extra`` are the ``**kwargs``: the
     refused options (at their default: accepted) and ``ModelParams`` fields by llamact's names."""
+    extra = dict(extra)
+    speculative = draft_speculation(extra.pop("draft_model", None))
+    if speculative is not None:
+        extra.setdefault("speculative", speculative)
     refuse_unless_default("Llama()", extra, _REFUSED_LOAD_OPTIONS)
     unknown = [k for k in extra if k not in _REFUSED_LOAD_OPTIONS and k not in MODEL_PARAMS_FIELDS]
     if unknown:
@@ -83,6 +87,23 @@ def model_params(*, n_gpu_layers: int, split_mode: int, main_gpu: int, tensor_sp
         "loras": ((lora_path, lora_scale),) if lora_path else (),
         **own,
     })
+
+
+def draft_speculation(draft_model: Any) -> SpeculativeParams | None:
+    """llama-cpp-python's ``draft_model``: its ``LlamaPromptLookupDecoding(max_ngram_size, num_pred_tokens)``
+    becomes llama.cpp's ngram-simple with those sizes (prompt lookup: drafts from the text so far), a
+    GGUF path a draft model; its other ``LlamaDraftModel`` subclasses are Python code llamact does not run."""
+    if draft_model is None:
+        return None
+    if isinstance(draft_model, (str, os.PathLike)):
+        return SpeculativeParams(draft_model=draft_model)
+    size_n, size_m = getattr(draft_model, "max_ngram_size", None), getattr(draft_model, "num_pred_tokens", None)
+    if isinstance(size_n, int) and isinstance(size_m, int):
+        return SpeculativeParams(types=("ngram-simple",), ngram_simple_size_n=size_n, ngram_simple_size_m=size_m)
+    raise LlamaUnsupportedException(
+        f"Llama(): draft_model={type(draft_model).__name__} is not supported: llamact runs llama-cpp-python's "
+        "LlamaPromptLookupDecoding (as llama.cpp's ngram-simple) or a draft GGUF's path, not other Python draft "
+        "models (see ModelParams.speculative)", {"option": "draft_model"})
 
 
 def _kv_type(name: str, value: int | str | None) -> str | None:

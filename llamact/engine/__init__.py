@@ -7,6 +7,7 @@ from .engine import GenerationStream, LlamaEngine
 from .generator import GenerationChunk, GenerationResult, StopReason, Timings
 from .litert_engine import LitertEngine
 from .params import GenerationParams, ModelParams
+from .speculative import SpeculativeParams
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Timings",
     "GenerationParams",
     "ModelParams",
+    "SpeculativeParams",
     "Tokenizer",
     "Device",
     "devices",

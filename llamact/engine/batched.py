@@ -61,6 +61,8 @@ from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
 from .sampling import sampler_specs
 from .slot_state import checked_slot_tokens, pack_tokens
+from .speculative import SequenceSpeculation
+from .speculative.slots import plan_drafts, verify_slot
 
 __all__ = ["BatchScheduler"]
 
@@ -85,6 +87,7 @@ class _Request:
     seq: int = -1            # its slot's id, once it holds one
     last: int = -1           # the last generated token, decoded by the next step
     decoder: SequenceDecoder | None = None   # its text, stop strings, limits, timings and logprobs
+    spec: SequenceSpeculation | None = None  # its drafts, when the engine speculates (speculative/slots.py)
 
     @property
     def prompting(self) -> bool:
@@ -463,6 +466,9 @@ class BatchScheduler:
             request.stop_strings, request.params.max_tokens, self.n_ctx_seq, self.n_ctx_seq - len(request.tokens),
             len(request.tokens) - n_keep, n_keep, logprobs=request.logprobs, logits=self.context.borrow_logits,
             is_end=self._vocab.is_eog)
+        speculator = self.engine.speculator
+        if speculator is not None and request.params.speculative and request.media is None:   # (text only)
+            request.spec = speculator.sequence(slot.seq, request.tokens, request.sampler)
         self.n_cached_tokens += n_keep
 
     def _release(self, slot: _Slot) -> None:
@@ -501,7 +507,8 @@ class BatchScheduler:
                 self._evaluate_media(slot)
         active = [s for s in active if s.request is not None and not s.request.cancelled]
         n_generating = sum(not s.request.prompting for s in active)   # type: ignore[union-attr]
-        room, take = batch.capacity - n_generating, {}
+        drafts = self._drafts(active) if self.engine.speculator is not None else {}
+        room, take = batch.capacity - n_generating - sum(map(len, drafts.values())), {}
         for slot in active:
             request = slot.request
             assert request is not None
@@ -518,6 +525,8 @@ class BatchScheduler:
                 generating.append((n_tokens, slot))
                 batch.add(request.last, request.position(request.n_past), (slot.seq,), logits=True)
                 n_tokens += 1
+                if slot.seq in drafts:   # its draft after it, every token with its logits
+                    n_tokens = batch.extend(drafts[slot.seq], request.n_past + 1, slot.seq, logits_all=True) + 1
             elif slot.seq in take:
                 chunk = request.tokens[request.n_past:request.n_past + take[slot.seq]]
                 ends = request.n_past + len(chunk) == len(request.tokens)   # (a medium is never last)
@@ -544,9 +553,13 @@ class BatchScheduler:
             self.n_prompt_tokens += n
             if not request.prompting:
                 request.decoder.prompt_done(now)
+                if request.spec is not None:
+                    request.spec.begin()
         for _index, slot in generating:
             request = slot.request
             assert request is not None
+            if slot.seq in drafts:
+                continue   # verify_slot moves its cache and n_past by what the target keeps
             slot.cache.append(request.last)
             request.n_past += 1
         self.n_tokens_max = max(self.n_tokens_max, *(len(slot.cache) for slot in active))
@@ -557,6 +570,11 @@ class BatchScheduler:
             try:
                 if request.decoder.reason is not None:   # max_tokens 0: it ended before its first token
                     self._finish(slot)
+                elif slot.seq in drafts:
+                    for out in verify_slot(self.context, self._vocab, request, slot, index, drafts[slot.seq]):
+                        self._emit(request, out)
+                    if request.decoder.reason is not None:
+                        self._finish(slot)
                 else:
                     self._take(slot, request.sampler.sample(self.context, index), index)
             except BaseException as exc:
@@ -582,11 +600,19 @@ class BatchScheduler:
         except BaseException as exc:
             self._fail(slot, exc)
 
+    def _drafts(self, active: list[_Slot]) -> dict[int, list[int]]:
+        """The drafts of this step's generating slots that speculate (speculative/slots.py)."""
+        generating = [(s, s.request) for s in active if s.request is not None and not s.request.prompting]
+        speculator = self.engine.speculator
+        return plan_drafts(speculator, generating, self._batch.capacity, self.n_ctx_seq) if speculator else {}
+
     def _take(self, slot: _Slot, token: int, index: int) -> None:
         """A sampled token (from logits row ``index``): its chunk to the stream, or the end of the request."""
         request = slot.request
         assert request is not None and request.decoder is not None
         decoder, sampler, vocab = request.decoder, request.sampler, self._vocab
+        if request.spec is not None:   # the drafts follow what the slot decoded and sampled
+            request.spec.stepped((request.last,) if decoder.n_generated else (), token)
         if vocab.is_eog(token):
             # its text only when it is preserved (render_special does not render it here)
             decoder.end(token, vocab.token_to_piece(token, special=True) if sampler.renders_as_text(token) else b"",

@@ -193,5 +193,6 @@ class ChatStream:
         n_cached = t.n_cached or self._n_cached   # a slot knows its cached prefix only once it joins
         usage = Usage(prompt_tokens=self._n_prompt, completion_tokens=n_decoded, cached_tokens=n_cached)
         timings = ChatTimings(cache_n=n_cached, prompt_n=t.n_prompt, prompt_ms=t.prompt_ms,
-                              predicted_n=n_decoded, predicted_ms=t.decode_ms)
+                              predicted_n=n_decoded, predicted_ms=t.decode_ms, draft_n=t.n_draft,
+                              draft_n_accepted=t.n_draft_accepted)
         return usage, timings

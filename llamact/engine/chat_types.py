@@ -72,6 +72,8 @@ class ChatTimings:
     prompt_ms: float
     predicted_n: int
     predicted_ms: float
+    draft_n: int = 0            # speculative decoding: tokens drafted (llama-server lists these two only then)
+    draft_n_accepted: int = 0   # and how many the target kept
 
     @property
     def prompt_per_token_ms(self) -> float:
@@ -90,11 +92,14 @@ class ChatTimings:
         return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
 
     def to_openai(self) -> Json:
-        return {"cache_n": self.cache_n, "prompt_n": self.prompt_n, "prompt_ms": self.prompt_ms,
-                "prompt_per_token_ms": self.prompt_per_token_ms, "prompt_per_second": self.prompt_per_second,
-                "predicted_n": self.predicted_n, "predicted_ms": self.predicted_ms,
-                "predicted_per_token_ms": self.predicted_per_token_ms,
-                "predicted_per_second": self.predicted_per_second}
+        out = {"cache_n": self.cache_n, "prompt_n": self.prompt_n, "prompt_ms": self.prompt_ms,
+               "prompt_per_token_ms": self.prompt_per_token_ms, "prompt_per_second": self.prompt_per_second,
+               "predicted_n": self.predicted_n, "predicted_ms": self.predicted_ms,
+               "predicted_per_token_ms": self.predicted_per_token_ms,
+               "predicted_per_second": self.predicted_per_second}
+        if self.draft_n > 0:
+            out.update(draft_n=self.draft_n, draft_n_accepted=self.draft_n_accepted)
+        return out
 
 
 def _tool_call_json(delta: ToolCallDelta) -> Json:

@@ -70,6 +70,10 @@ class Timings:
     prompt_ms: float
     decode_ms: float
     n_cached: int = 0
+    # speculative decoding (llama-server's draft_n / draft_n_accepted): tokens drafted, and how many
+    # of them the target kept
+    n_draft: int = 0
+    n_draft_accepted: int = 0
 
     @property
     def prompt_tokens_per_s(self) -> float:
@@ -135,7 +139,7 @@ class SequenceDecoder:
     __slots__ = (
         "reason", "n_generated", "end_token", "_feed_utf8", "_feed_stops", "_utf8", "_stops", "_limit", "_bound",
         "_reader", "_logits", "_is_end", "_n_prompt", "_n_cached", "_end_text", "_end_entry", "_t_start",
-        "_t_prompt_done",
+        "_t_prompt_done", "n_draft", "n_draft_accepted",
     )
 
     def __init__(self, stop: Sequence[str], max_tokens: int, n_ctx: int, room: int, n_prompt: int,
@@ -157,6 +161,7 @@ class SequenceDecoder:
         self._end_text = ""                 # that token's text (after UTF-8 and stops), when it is rendered
         self._end_entry: TokenLogprob | None = None   # its logprob entry (llama-server lists it)
         self._t_start = self._t_prompt_done = time.perf_counter()
+        self.n_draft = self.n_draft_accepted = 0   # speculative decoding's counts, set by the loop
 
     def prompt_done(self, now: float | None = None) -> None:
         """The prompt is evaluated (at ``now``, a ``time.perf_counter()`` value; default: now)."""
@@ -240,5 +245,5 @@ class SequenceDecoder:
             tail, matched = self._end_text + stops.feed(self._utf8.flush())[0] + stops.flush(), None
         t_done = self._t_prompt_done
         timings = Timings(self._n_prompt, self.n_generated, (t_done - self._t_start) * 1e3,
-                          (time.perf_counter() - t_done) * 1e3, self._n_cached)
+                          (time.perf_counter() - t_done) * 1e3, self._n_cached, self.n_draft, self.n_draft_accepted)
         return GenerationChunk(tail, None, reason, timings, matched, self.end_token, self._end_entry)

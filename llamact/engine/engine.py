@@ -59,6 +59,8 @@ from .prepared import PreparedChat
 from .prompt_cache import PromptCache
 from .sampling import sampler_specs
 from .slot_state import checked_slot_tokens, pack_tokens, refuse_media
+from .speculative import Speculator
+from .speculative.setup import make_speculator
 from .templating import EngineTemplates
 
 
@@ -121,6 +123,7 @@ class LlamaEngine:
         self.params = params
         self.projector = projector      # the multimodal projector (ModelParams.mmproj), if any
         self.media_policy = MediaPolicy.from_params(params)
+        self._speculator: Speculator | None = None   # ModelParams.speculative, set by load()
         self._busy = threading.Lock()
         self._prompt_cache = PromptCache(context)
         self._templates = EngineTemplates(model, params.chat_template)
@@ -179,6 +182,8 @@ class LlamaEngine:
             engine = cls(model, context, params, projector)
             for path, scale in params.loras:
                 engine.set_lora(path, scale)
+            if params.speculative is not None and params.speculative.enabled:
+                engine._speculator = make_speculator(params, model, context)
         except BaseException:
             model.close()
             raise
@@ -217,6 +222,8 @@ class LlamaEngine:
         self.context.request_abort()  # before the model closes the chain, which waits for the step
         if self._embedder is not None:
             self._embedder.close()
+        if self._speculator is not None:
+            self._speculator.close()   # the draft model, when there is one
         self.model.close()  # closes the context and samplers first
 
     def __enter__(self) -> LlamaEngine:
@@ -328,6 +335,12 @@ class LlamaEngine:
         return self.context.n_batch
 
     @property
+    def speculator(self) -> Speculator | None:
+        """The engine's speculative decoding (``ModelParams.speculative``): its draft sources, their
+        state and ``totals`` (drafted / accepted tokens, verification steps); None when it has none."""
+        return self._speculator
+
+    @property
     def n_seq_max(self) -> int:
         """How many sequences the context holds at once (the batch scheduler's slots)."""
         return self.params.n_seq_max
@@ -422,9 +435,11 @@ class LlamaEngine:
             # only the rest is evaluated.
             n_cached = self._prompt_cache.reuse(tokens, params.cache_prompt, media)
             rest = tokens[n_cached:]
+            speculation = (self._speculator.sequence(0, tokens, sampler)
+                           if self._speculator is not None and params.speculative and media is None else None)
             loop = generate(self.context, sampler, rest, params.max_tokens, stops, params.render_special,
                             n_past=n_cached, top_logprobs=top_logprobs, processors=params.logits_processors,
-                            past_tokens=tokens[:n_cached], media=media)
+                            past_tokens=tokens[:n_cached], media=media, speculation=speculation)
         except BaseException:
             release()
             raise

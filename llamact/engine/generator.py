@@ -32,6 +32,8 @@ from ..native.stepper import STEP_CANCELLED, STEP_CONTEXT_FULL, STEP_EOG, TokenS
 from .decode import GenerationChunk, SequenceDecoder, StopReason, Timings
 from .logprobs import LogprobReader, TokenLogprob
 from .media import MediaPrompt
+from .speculative.loop import speculative_steps
+from .speculative.speculator import SequenceSpeculation
 
 __all__ = ["GenerationChunk", "GenerationResult", "LogitsProcessor", "StopReason", "Timings", "generate"]
 
@@ -65,6 +67,7 @@ def generate(
     processors: Sequence[LogitsProcessor] = (),
     past_tokens: Sequence[int] = (),
     media: MediaPrompt | None = None,
+    speculation: SequenceSpeculation | None = None,
 ) -> Iterator[GenerationChunk]:
     """Decode ``prompt_tokens`` (after ``n_past`` tokens already in the context's sequence 0) and
     generate until end-of-generation, a stop string, ``max_tokens`` (-1: no limit) or a full context.
@@ -74,6 +77,8 @@ def generate(
     ``past_tokens`` (the ``n_past`` cached ones), the prompt and what was generated (a medium's
     positions hold its negative key). ``media`` is the whole prompt's media (``engine.media``): its
     media among ``prompt_tokens`` (keys from index ``n_past`` on) are evaluated between the text.
+    ``speculation`` (``speculative.Speculator.sequence``; not with ``processors`` or ``media``) drafts
+    tokens that the target verifies.
     """
     if not prompt_tokens:
         raise LlamaInferenceException("the prompt is empty: give at least one token")
@@ -93,7 +98,8 @@ def generate(
     stepper = TokenStepper(context, sampler, render_special)
     reader = LogprobReader(context.model.vocab, top_logprobs) if top_logprobs is not None else None
     history = _History(context, [*past_tokens, *prompt], processors) if processors else None
-    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history, media)
+    return _token_loop(stepper, prompt, n_ctx, max_tokens, stop, n_past, reader, history, media,
+                       None if processors or media is not None else speculation)
 
 
 def _prefill(stepper: TokenStepper, prompt: list[int], n_past: int, media: MediaPrompt | None) -> bool:
@@ -147,6 +153,7 @@ class _History:
 def _token_loop(
     stepper: TokenStepper, prompt_tokens: list[int], n_ctx: int, max_tokens: int, stop: Sequence[str], n_past: int,
     reader: LogprobReader | None = None, history: _History | None = None, media: MediaPrompt | None = None,
+    speculation: SequenceSpeculation | None = None,
 ) -> Iterator[GenerationChunk]:
     context = stepper.context
     # room: a sampled token takes a cell only when the next step decodes it, so the context holds
@@ -159,6 +166,14 @@ def _token_loop(
     if media is not None:   # generated tokens follow the prompt's last position (M-RoPE media shift it)
         stepper.set_position(media.position(n_past + len(prompt_tokens)))
     decoder.prompt_done()
+    if speculation is not None:   # drafts verified in batches: engine/speculative/loop.py
+        try:
+            yield from speculative_steps(stepper, decoder, speculation, n_ctx=n_ctx, max_tokens=max_tokens,
+                                         logprobs=reader is not None)
+        except GeneratorExit:
+            return
+        yield decoder.finish()
+        return
 
     step = stepper.step
     if history is not None:

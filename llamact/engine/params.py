@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException
+from .speculative.params import SpeculativeParams
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class ModelParams:
     media_fetch: bool = False
     media_max_pixels: int = 50_000_000
     media_max_audio_seconds: float = 600.0
+    # speculative decoding (llama-server's --spec-*): draft sources, a draft model; None: off
+    speculative: SpeculativeParams | None = None
 
     def __post_init__(self) -> None:
         # Tuples, so a frozen ModelParams stays hashable and no caller's list changes under it;
@@ -139,6 +142,9 @@ class GenerationParams:
     # f(token_ids, logits) -> logits or None, run in order before the sampler chain on each
     # token's logits row (in place on native memory; see generator.LogitsProcessor)
     logits_processors: Sequence[Callable[[Any, Any], Any]] = ()
+    # False: no speculative decoding for this request, though the engine has it (ModelParams.speculative);
+    # it never changes what is sampled, only how many tokens one decode verifies
+    speculative: bool = True
 
     def __post_init__(self) -> None:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each

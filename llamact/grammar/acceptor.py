@@ -31,6 +31,8 @@ match, so a parse that must read a token next is dead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .gbnf import (
     MAX_REPETITION_THRESHOLD,
     Alternatives,
@@ -55,6 +57,7 @@ _REF = 2  # a rule reference
 _TOKEN = 3  # a token reference: never matches text
 
 _MAX_CODE_POINT = 0x10FFFF
+_BLANKS = frozenset((9, 10, 13, 32))   # the whitespace JSON's grammar makes optional
 _CACHE_LIMIT = 1 << 16
 
 _Stack = tuple[int, ...]
@@ -350,3 +353,70 @@ class GbnfAcceptor:
             if any(not s for s in stacks):
                 ends.append(i + 1)
         return ends
+
+    # -- incremental use (speculative grammar drafts) ----------------------------------------------
+
+    def initial_state(self) -> tuple[_Stack, ...]:
+        """The parse state before any text (pass it to ``advance`` and ``forced_text``)."""
+        return self._initial
+
+    def advance(self, state: tuple[_Stack, ...], text: str) -> tuple[_Stack, ...]:
+        """The state after reading ``text`` from ``state``; empty when no continuation exists."""
+        for ch in text:
+            if not state:
+                break
+            state = self._step(state, ord(ch))
+        return state
+
+    def forced_text(self, state: tuple[_Stack, ...], limit: int,
+                    space: Callable[[str], str | None] | None = None) -> tuple[str, bool]:
+        """The text every continuation of ``state`` begins with (at most ``limit`` code points), and
+        whether the grammar must end right after it. The text stops where the grammar may end, where
+        two characters are possible, or where a model token (not text) comes next.
+
+        ``space`` (a guess, for drafts): where the only choice is optional whitespace before one
+        character (JSON's ``space`` rule), ``space(previous_character)`` says which whitespace to
+        assume ("" for none, None: no guess, the text ends there); the walk goes on through it when
+        the grammar allows it."""
+        kinds, args, charsets = self._kinds, self._args, self._charsets
+        out: list[str] = []
+        while state and len(out) < limit:
+            singles: set[int] = set()   # characters possible next, from one-character sets
+            blank_sets = False          # a set of several whitespace characters is possible next
+            for stack in state:
+                if not stack:   # the grammar may end here; it must when no other continuation exists
+                    return "".join(out), bool(out) and all(not s for s in state)
+                if kinds[stack[-1]] != _CHAR:
+                    return "".join(out), False
+                charset = charsets[args[stack[-1]]]
+                ranges = charset.ranges
+                if charset.negated or not ranges:
+                    return "".join(out), False
+                if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+                    singles.add(ranges[0][0])
+                elif all(hi - lo < 8 and set(range(lo, hi + 1)) <= _BLANKS for lo, hi in ranges):
+                    blank_sets = True
+                else:
+                    return "".join(out), False
+            if len(singles) == 1 and not blank_sets:
+                forced = singles.pop()
+            else:
+                others = singles - _BLANKS
+                if space is None or len(others) > 1:
+                    return "".join(out), False
+                guess = space(out[-1] if out else "")
+                if guess is None:
+                    return "".join(out), False
+                walked = state
+                for ch in guess:
+                    walked = self._step(walked, ord(ch)) if walked else walked
+                if guess and walked and len(out) + len(guess) <= limit:
+                    out.extend(guess)
+                    state = walked
+                    continue
+                if not others:
+                    return "".join(out), False
+                forced = others.pop()
+            out.append(chr(forced))
+            state = self._step(state, forced)
+        return "".join(out), bool(out) and all(not stack for stack in state)

@@ -71,9 +71,11 @@ class Batch(NativeHandle):
         self.clear()
         self.extend(ids, start_pos, seq_id, logits_last)
 
-    def extend(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = False) -> int:
+    def extend(self, tokens: Sequence[int], start_pos: int, seq_id: int = 0, logits_last: bool = False,
+               logits_all: bool = False) -> int:
         """Append consecutive tokens of one sequence (only the last one outputs logits, when
-        ``logits_last``); returns the batch index of the last token appended."""
+        ``logits_last``; every one with ``logits_all``); returns the batch index of the last token
+        appended."""
         ids = [_integer(tok, "token id") for tok in tokens]
         start_pos, seq_id = _integer(start_pos, "position"), _integer(seq_id, "sequence id")
         with self.pinned():
@@ -88,7 +90,7 @@ class Batch(NativeHandle):
                 s.pos[i] = start_pos + i - first
                 s.n_seq_id[i] = 1
                 s.seq_id[i][0] = seq_id
-                s.logits[i] = 0
+                s.logits[i] = int(logits_all)
             if ids and logits_last:
                 s.logits[end - 1] = 1
             s.n_tokens = end

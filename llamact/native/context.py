@@ -275,6 +275,7 @@ class Context(NativeHandle):
             self.options = options
             self._n_ctx = int(lib.llama_n_ctx(ptr))  # fixed for the context's life
             self._n_batch = int(lib.llama_n_batch(ptr))
+            self.n_threads_batch = int(params.n_threads_batch)   # as configured (the governor moves n_threads)
             # A sliding-window cache that is not full-size forgets positions older than the window
             # (keep_prefix must know); llama.cpp's default is full-size, then nothing is forgotten.
             self._swa_forgets = 0 if params.swa_full else int(lib.llama_model_n_swa(model_ptr))

@@ -61,6 +61,8 @@ class GuidedSampler(NativeHandle):
         if budget is not None:
             budget.validate(n_vocab)
         prefill_ids = model.vocab.token_ids(prefill)
+        # what the grammar was fed before the first token (a speculative grammar draft replays it)
+        self.grammar_prefill: tuple[int, ...] = tuple(prefill_ids) if prefill_grammar and grammar is not None else ()
         self.preserved_tokens = frozenset(model.vocab.token_ids(preserved_tokens))
         self.model = model
         self.grammar = grammar

@@ -288,6 +288,13 @@ class Model(NativeHandle):
         return bool(self._int("llama_model_has_encoder"))
 
     @property
+    def keeps_recurrent_state(self) -> bool:
+        """Recurrent or hybrid (llama_model_is_recurrent / _is_hybrid): its memory cannot drop the
+        last positions of a sequence, only the whole sequence."""
+        with self.pinned() as ptr:
+            return bool(self._lib.llama_model_is_recurrent(ptr) or self._lib.llama_model_is_hybrid(ptr))
+
+    @property
     def has_decoder(self) -> bool:
         return bool(self._int("llama_model_has_decoder"))
 

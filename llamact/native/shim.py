@@ -89,6 +89,35 @@ SHIM_FUNCTIONS: dict[str, tuple[list[type], type | None]] = {
         ],
         llama_h.llama_token,
     ),
+    # speculative decoding (src/shim/speculative.cpp, guided_sampling.cpp)
+    "llamact_guide_sample_run": (
+        [
+            ctypes.c_void_p, llama_h.llama_context_p, llama_h.llama_vocab_p, ctypes.c_int32,
+            ctypes.POINTER(llama_h.llama_token), ctypes.c_int32, ctypes.POINTER(llama_h.llama_token), *_ERR,
+        ],
+        ctypes.c_int32,
+    ),
+    "llamact_chain_sample_run": (
+        [
+            llama_h.llama_sampler_p, ctypes.c_int32, llama_h.llama_context_p, llama_h.llama_vocab_p, ctypes.c_int32,
+            ctypes.POINTER(llama_h.llama_token), ctypes.c_int32, ctypes.POINTER(llama_h.llama_token), *_ERR,
+        ],
+        ctypes.c_int32,
+    ),
+    "llamact_spec_verify": (
+        [
+            llama_h.llama_context_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, llama_h.llama_vocab_p,
+            ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(llama_h.llama_token), ctypes.c_int32,
+            ctypes.POINTER(llama_h.llama_token), ctypes.POINTER(ctypes.c_int32), *_ERR,
+        ],
+        ctypes.c_int32,
+    ),
+    "llamact_vocab_text_mismatch": ([llama_h.llama_vocab_p, llama_h.llama_vocab_p, ctypes.c_int32], ctypes.c_int32),
+    "llamact_draft_pick": (
+        [llama_h.llama_context_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_float),
+         *_ERR],
+        llama_h.llama_token,
+    ),
 }
 
 DECODE_EXCEPTION = -(2**31)  # llamact_decode's "an exception was caught" code

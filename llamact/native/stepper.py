@@ -86,6 +86,16 @@ class TokenStepper:
     def context(self) -> Context:
         return self._context
 
+    @property
+    def pending(self) -> int:
+        """The last sampled token, which the next step decodes (LLAMA_TOKEN_NULL right after the
+        prefill). A speculative verification decodes it with its draft and sets the next one."""
+        return self._prev
+
+    @pending.setter
+    def pending(self, token: int) -> None:
+        self._prev = token
+
     def prefill(self, tokens: Sequence[int], pos: int | None = None) -> bool:
         """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it), from
         position ``pos`` (None: after the sequence's last). False when an abort request stopped it;

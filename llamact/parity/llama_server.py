@@ -241,6 +241,10 @@ class LlamaServer:
         finally:
             conn.close()
 
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET ``path``: the status and the raw answer (``/metrics`` is text, ``/props`` JSON)."""
+        return self._request("GET", path, None)
+
     def post(self, path: str, body: Json) -> Json:
         """POST JSON, return the JSON answer; a non-200 answer raises with the server's message."""
         status, data = self._request("POST", path, body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from ..engine.speculative import SpecTotals
 from .logs import note_usage
 
 __all__ = ["Metrics"]
@@ -40,8 +41,10 @@ class Metrics:
             b[3] += predicted_ms / 1e3
 
     def prometheus(self, n_processing: int, n_deferred: int, n_cancelled: int = 0, n_decode: int = 0,
-                   n_busy_slots: int = 0, n_tokens_max: int = 0) -> str:
-        """llama-server's metrics (names, help, types, order), then llamact's own two counters."""
+                   n_busy_slots: int = 0, n_tokens_max: int = 0, speculative: SpecTotals | None = None) -> str:
+        """llama-server's metrics (names, help, types, order), then llamact's own two counters.
+        ``speculative``: the engine's speculative decoding totals (None: it does not speculate)."""
+        spec = speculative or SpecTotals()
         with self._lock:
             p_tokens, p_seconds, g_tokens, g_seconds = self._bucket
             self._bucket = [0, 0.0, 0, 0.0]
@@ -56,11 +59,11 @@ class Metrics:
                 ("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and "
                                    "multimodal decoding", n_decode),
                 ("n_tokens_max", "Largest observed sequence length (prompt + generation)", n_tokens_max),
-                # llamact does not decode speculatively: always 0, listed so that dashboards find them
-                ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0),
+                ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", spec.n_draft),
                 ("spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the "
-                                                          "target model", 0),
-                ("spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0),
+                                                          "target model", spec.n_accepted),
+                ("spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps",
+                 spec.n_steps),
             ]
             gauges = [
                 ("prompt_tokens_seconds", "Average prompt throughput in tokens/s",
@@ -78,8 +81,15 @@ class Metrics:
                  n_cancelled),
             ]
         lines: list[str] = []
-        for kind, rows in (("counter", counters), ("gauge", gauges), ("counter", own)):
+        for kind, rows in (("counter", counters), ("gauge", gauges)):
             for name, help_text, value in rows:
                 metric = f"llamacpp:{name}"
                 lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}", f"{metric} {value}"]
+        if spec.n_steps:   # one series per draft position, once a draft was verified (as llama-server)
+            metric = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+            lines += [f"# HELP {metric} Accepted tokens per draft position", f"# TYPE {metric} counter"]
+            lines += [f'{metric}{{position="{i}"}} {n}' for i, n in enumerate(spec.accepted_per_pos)]
+        for name, help_text, value in own:
+            metric = f"llamacpp:{name}"
+            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter", f"{metric} {value}"]
         return "\n".join(lines) + "\n"

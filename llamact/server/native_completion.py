@@ -53,6 +53,7 @@ def generation_settings(call: CompletionCall, defaults: RequestDefaults) -> Json
         "logit_bias": [{"bias": f32(bias), "token": token} for token, bias in p.logit_bias.items()],
         "grammar": p.grammar or "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": [],
         "reasoning_format": reasoning if isinstance(reasoning, str) else defaults.reasoning_format,
+        "speculative.types": defaults.speculative_types,
     })
     for name in ("n_keep", "n_discard"):
         if isinstance(body.get(name), int):
@@ -63,7 +64,7 @@ def generation_settings(call: CompletionCall, defaults: RequestDefaults) -> Json
 def timings_json(t: Timings, n_decoded: int) -> Json:
     """``server_slot_stats::to_json``: the first generated token is free (the prompt's last logits)."""
     steps = max(0, n_decoded - 1)
-    return {
+    out = {
         "cache_n": t.n_cached,
         "prompt_n": t.n_prompt, "prompt_ms": t.prompt_ms,
         "prompt_per_token_ms": t.prompt_ms / t.n_prompt if t.n_prompt else 0.0,
@@ -72,6 +73,9 @@ def timings_json(t: Timings, n_decoded: int) -> Json:
         "predicted_per_token_ms": t.decode_ms / steps if steps else 0.0,
         "predicted_per_second": 1e3 / t.decode_ms * steps if t.decode_ms > 0 else 0.0,
     }
+    if t.n_draft > 0:   # speculative decoding, as server_slot_stats::to_json adds them
+        out.update(draft_n=t.n_draft, draft_n_accepted=t.n_draft_accepted)
+    return out
 
 
 class NativeCompletion:

@@ -83,6 +83,8 @@ class RequestDefaults:
     # media content parts the model takes (its projector's: --mmproj)
     allow_image: bool = False
     allow_audio: bool = False
+    # a request's "speculative.types" as llama-server reports it ("none" without speculation)
+    speculative_types: str = "none"
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"

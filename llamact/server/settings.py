@@ -26,6 +26,7 @@ from pydantic import field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ..engine import GenerationParams, ModelParams
+from ..engine.speculative.params import speculative_params
 from ..errors import LlamaException
 from ..grammar import limits
 from ..grammar.gbnf import MAX_PARSE_DEPTH
@@ -197,6 +198,48 @@ class ServerSettings(BaseSettings):
                                    help="largest image, width x height (read from its header before decoding)")
     media_max_audio_seconds: float = option(600.0, "--media-max-audio-seconds", model="media_max_audio_seconds",
                                             gt=0, help="longest audio clip in seconds")
+    # -- speculative decoding (engine.speculative; README "Speculative decoding"): llama-server's --spec-*,
+    # gathered into ModelParams.speculative by speculative_params (None: the source's default) ----------
+    spec_type: str | None = option(None, "--spec-type", help="comma-separated draft sources: ngram-simple, "
+                                   "ngram-map-k, ngram-map-k4v, ngram-mod, draft-simple, grammar (llamact's own)")
+    spec_default: bool = option(False, "--spec-default",
+                                help="ngram-mod with n-match 24, n-min 48, n-max 64 (llama-server's default)")
+    spec_draft_model: Path | None = option(None, "-md", "--spec-draft-model", "--model-draft", metavar="FNAME",
+                                           help="a draft model of the same vocabulary (turns draft-simple on)")
+    spec_draft_n_max: int | None = option(None, "--spec-draft-n-max", help="most tokens the draft model drafts (3)")
+    spec_draft_n_min: int | None = option(None, "--spec-draft-n-min", help="fewest draft-model tokens worth a draft")
+    spec_draft_p_min: float | None = option(None, "--spec-draft-p-min", "--draft-p-min",
+                                            help="a draft token's least probability under the draft model")
+    spec_draft_ctx_size: int | None = option(None, "-cd", "--spec-draft-ctx-size", "--ctx-size-draft",
+                                             help="the draft model's context (0: the target's)")
+    spec_draft_threads: int | None = option(None, "-td", "--spec-draft-threads", "--threads-draft",
+                                            help="the draft model's threads (default: --threads)")
+    spec_draft_threads_batch: int | None = option(None, "-tbd", "--spec-draft-threads-batch",
+                                                  "--threads-batch-draft",
+                                                  help="the draft model's prompt threads (default: its threads)")
+    spec_draft_ngl: int | None = option(None, "-ngld", "--spec-draft-ngl", "--n-gpu-layers-draft",
+                                        help="the draft model's layers to offload")
+    spec_ngram_simple_size_n: int | None = option(None, "--spec-ngram-simple-size-n",
+                                                  help="ngram-simple: lookup length")
+    spec_ngram_simple_size_m: int | None = option(None, "--spec-ngram-simple-size-m",
+                                                  help="ngram-simple: draft length")
+    spec_ngram_simple_min_hits: int | None = option(None, "--spec-ngram-simple-min-hits",
+                                                    help="ngram-simple: minimum hits")
+    spec_ngram_map_k_size_n: int | None = option(None, "--spec-ngram-map-k-size-n", help="ngram-map-k: lookup length")
+    spec_ngram_map_k_size_m: int | None = option(None, "--spec-ngram-map-k-size-m", help="ngram-map-k: draft length")
+    spec_ngram_map_k_min_hits: int | None = option(None, "--spec-ngram-map-k-min-hits",
+                                                   help="ngram-map-k: minimum hits")
+    spec_ngram_map_k4v_size_n: int | None = option(None, "--spec-ngram-map-k4v-size-n",
+                                                   help="ngram-map-k4v: lookup length")
+    spec_ngram_map_k4v_size_m: int | None = option(None, "--spec-ngram-map-k4v-size-m",
+                                                   help="ngram-map-k4v: draft length")
+    spec_ngram_map_k4v_min_hits: int | None = option(None, "--spec-ngram-map-k4v-min-hits",
+                                                     help="ngram-map-k4v: minimum hits")
+    spec_ngram_mod_n_match: int | None = option(None, "--spec-ngram-mod-n-match", help="ngram-mod: lookup length")
+    spec_ngram_mod_n_min: int | None = option(None, "--spec-ngram-mod-n-min", help="ngram-mod: fewest tokens drafted")
+    spec_ngram_mod_n_max: int | None = option(None, "--spec-ngram-mod-n-max", help="ngram-mod: most tokens drafted")
+    spec_grammar_n_max: int | None = option(None, "--spec-grammar-n-max",
+                                            help="grammar: most forced tokens drafted at once (llamact's own)")
     # -- embeddings (server.embeddings_api) ---------------------------------------------------------
     embeddings: bool = option(False, "--embedding", "--embeddings",
                               help="accepted as llama-server's flag: the embedding routes are served without it")
@@ -348,7 +391,7 @@ class ServerSettings(BaseSettings):
         if self.chat_template_file is not None:
             template = read_text_file(self.chat_template_file, "chat template")
         return ModelParams(**values, n_threads_batch=self.threads_batch or self.threads, chat_template=template,
-                           loras=tuple(self.loras()))
+                           loras=tuple(self.loras()), speculative=speculative_params(self.model_dump()))
 
     def sampling_defaults(self) -> dict[str, Any]:
         """The ``GenerationParams`` defaults set by ``sampling=`` rows (a seed of -1 is random)."""

@@ -39,7 +39,7 @@ def f32(value: float) -> float:
 
 
 def params_json(params: GenerationParams, *, stream: bool, chat_format: str, generation_prompt: str,
-                reasoning_format: str, lora: Sequence[tuple[int, float]] = ()) -> Json:
+                reasoning_format: str, lora: Sequence[tuple[int, float]] = (), speculative_types: str = "none") -> Json:
     """``task_params::to_json(only_metrics=true)`` for a request run with ``params``."""
     p = params
     return {
@@ -80,7 +80,7 @@ def params_json(params: GenerationParams, *, stream: bool, chat_format: str, gen
         "reasoning_in_content": False,
         "generation_prompt": generation_prompt,
         "samplers": list(SAMPLERS),
-        "speculative.types": "none",
+        "speculative.types": speculative_types,
         "timings_per_token": False,
         "post_sampling_probs": False,
         "backend_sampling": False,
@@ -112,6 +112,7 @@ class SlotTasks:
         self._lock = threading.Lock()
         self._records: list[TaskRecord] = []   # newest last; a slot's is the newest that ran in it
         self._keep = keep
+        self.speculative_types = "none"   # the server's speculative decoding (set at load), as a request reports it
 
     def begin(self, stream: Any, params: GenerationParams, *, stream_mode: bool, reasoning_format: str,
               chat: Any = None, lora: Sequence[tuple[int, float]] = ()) -> None:
@@ -120,7 +121,8 @@ class SlotTasks:
         record = TaskRecord(next(self._ids), params_json(
             params, stream=stream_mode, reasoning_format=reasoning_format, lora=lora,
             chat_format=chat.format if chat is not None else "Content-only",
-            generation_prompt=chat.generation_prompt if chat is not None else ""), stream)
+            generation_prompt=chat.generation_prompt if chat is not None else "",
+            speculative_types=self.speculative_types), stream)
         with self._lock:
             self._records.append(record)
             del self._records[:-self._keep]
@@ -137,7 +139,8 @@ def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot:
     """``GET /slots``' answer: ``states`` holds (is_processing, tokens in its KV cache) per slot."""
     out = []
     for slot_id, (processing, n_cached) in enumerate(states):
-        entry: Json = {"id": slot_id, "n_ctx": n_ctx_slot, "speculative": False, "is_processing": processing}
+        entry: Json = {"id": slot_id, "n_ctx": n_ctx_slot, "speculative": tasks.speculative_types != "none",
+                       "is_processing": processing}
         record = tasks.last(slot_id)
         if record is not None:
             entry.update({

@@ -97,7 +97,9 @@ class ServerState:
                 n_parallel=self.settings.parallel, sampling=self.settings.sampling_defaults(),
                 template_kwargs=dict(self.settings.chat_template_kwargs),
                 allow_image=engine.supports_vision, allow_audio=engine.supports_audio,
+                speculative_types=(engine.speculator.params.types_name() if engine.speculator else "none"),
             )
+            self.slot_tasks.speculative_types = self.defaults.speculative_types
             self.tools_supported = _template_takes_tools(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:

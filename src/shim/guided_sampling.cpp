@@ -358,3 +358,27 @@ LLAMACT_SHIM_API llama_token llamact_guided_step(llama_context * ctx, void * p, 
     }
     return LLAMA_TOKEN_NULL;
 }
+
+// Speculative verification (src/shim/speculative.cpp): sample outputs `first`, `first + 1`, ... of
+// `ctx` with the guide, accepting each token as llama-server's common_sampler_sample_and_accept_n
+// does, while they equal `draft`: the first token that differs from its draft token (or the one
+// after the whole draft, or an end-of-generation token) is the last. Writes the tokens to `out`
+// (room for n_draft + 1) and returns how many; -1 with `err` set when llama.cpp threw (the guide's
+// state is then undefined).
+LLAMACT_SHIM_API int32_t llamact_guide_sample_run(void * p, llama_context * ctx, const llama_vocab * vocab,
+                                                  int32_t first, const llama_token * draft, int32_t n_draft,
+                                                  llama_token * out, char * err, size_t err_size) {
+    LLAMACT_GUARD(err, err_size, -1,
+        guide * g = as_guide(p);
+        for (int32_t i = 0; i <= n_draft; ++i) {
+            const llama_token token = sample(g, ctx, first + i);
+            if (!accept(g, token)) {
+                throw std::runtime_error("the sampled token is not admitted by the grammar");
+            }
+            out[i] = token;
+            if (i == n_draft || token != draft[i] || llama_vocab_is_eog(vocab, token)) {
+                return i + 1;
+            }
+        }
+        return n_draft + 1;)
+}

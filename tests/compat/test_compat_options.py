@@ -87,3 +87,17 @@ def test_n_ctx_0_is_the_models_training_context(smollm2_path):
     # llama-cpp-python's (and llama.cpp's) meaning; llama_context_default_params() would say 512
     with Llama(str(smollm2_path), n_ctx=0, verbose=False) as model:
         assert model.n_ctx() == int(model.metadata["llama.context_length"]) > 512
+
+
+def test_prompt_lookup_decoding_runs_as_llama_cpps_ngram_simple(smollm2_path):
+    class LlamaPromptLookupDecoding:   # llama_cpp.llama_speculative's class, as llamact reads it
+        max_ngram_size = 2
+        num_pred_tokens = 8
+
+    prompt = "Repeat: one two three four five six seven eight. Repeat: one two three four"
+    with Llama(str(smollm2_path), n_ctx=512, n_threads=1, verbose=False,
+               draft_model=LlamaPromptLookupDecoding()) as model:
+        spec = model.engine.params.speculative
+        assert spec.types == ("ngram-simple",) and (spec.ngram_simple_size_n, spec.ngram_simple_size_m) == (2, 8)
+        model.create_completion(prompt, max_tokens=16, temperature=0)
+        assert model.engine.speculator.totals.n_steps > 0

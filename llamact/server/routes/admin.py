@@ -82,7 +82,9 @@ async def metrics(request: Request) -> Response:
         decodes = (scheduler.n_decodes, scheduler.n_busy_slots, scheduler.n_tokens_max)
     else:
         running, waiting, decodes = worker.n_running, worker.n_waiting, (0, 0, 0)
-    return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes),
+    speculator = state.engine.speculator
+    return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
+                                                      speculative=speculator.totals if speculator else None),
                              media_type="text/plain; version=0.0.4")
 
 
