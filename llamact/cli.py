@@ -160,6 +160,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             flag = table[name].long_flag if name in table else name
             print(f"llamact: error: {flag}: {error['msg']} (got {error.get('input')!r})", file=sys.stderr)
         return 2
+    try:   # the --spec-* values combine into one setting: checked here, before a model loads
+        for spec in catalogue.models:
+            speculative_params(spec.settings.model_dump())
+    except LlamaException as exc:
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 2
     problem = _serve_problem(catalogue)
     if problem is not None:
         print(f"llamact: error: {problem}", file=sys.stderr)
@@ -184,7 +190,6 @@ def _serve_problem(catalogue: Catalogue) -> str | None:
             files.append((Path(model.model), "model"))
         files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector"),
                   (model.spec_draft_model, "draft model")]
-        speculative_params(model.model_dump())   # a bad --spec-* value refused here, before the model loads
         files += [(Path(path), "LoRA adapter") for path, _scale in model.loras()]
         if model.slot_save_path is not None and not model.slot_save_path.is_dir():
             return f"--slot-save-path: not a directory: {model.slot_save_path}"

@@ -63,7 +63,8 @@ log = logging.getLogger("llamact.litert")
 _GENERATION_DEFAULTS = {f.name: getattr(GenerationParams(), f.name) for f in fields(GenerationParams)}
 # ModelParams fields that change what a model computes, which the runtime cannot honour
 _MODEL_REFUSED = {"loras": ("LoRA adapters", ()), "rpc_servers": ("RPC servers", ()),
-                  "n_seq_max": ("parallel sequences (llamact serve --parallel: one slot)", 1)}
+                  "n_seq_max": ("parallel sequences (llamact serve --parallel: one slot)", 1),
+                  "speculative": ("speculative decoding (--spec-*)", None)}
 
 
 class LitertEngine(LlamaEngine):
@@ -86,6 +87,7 @@ class LitertEngine(LlamaEngine):
         self._probed = False
         self.content_shape: litert.ContentShape | None = None   # the template's, once probed
         self._loras = {}   # LlamaEngine.loras reads it: no adapter is ever applied here
+        self._speculator = None   # LlamaEngine.speculator reads it: no drafts (refused at load)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, params: ModelParams | None = None,

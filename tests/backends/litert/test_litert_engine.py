@@ -24,6 +24,7 @@ from llamact import (
     StopReason,
 )
 from llamact.engine import LitertEngine
+from llamact.engine.speculative import SpeculativeParams
 
 pytestmark = needs_runtime
 
@@ -46,6 +47,7 @@ def _reply(engine: LlamaEngine, messages: list[dict], **options: object) -> tupl
 def test_load_picks_the_litert_engine_by_suffix(tiny_engine: LlamaEngine, tiny_bundle: Path) -> None:
     assert isinstance(tiny_engine, LitertEngine) and isinstance(tiny_engine, LlamaEngine)
     assert tiny_engine.n_ctx == 512 and tiny_engine.model_name == tiny_bundle.name
+    assert tiny_engine.speculator is None and tiny_engine.projector is None   # what the server reads
     metadata = tiny_engine.get_metadata()
     assert metadata["general.architecture"] == "litert-lm" and metadata["litert.model_type"] == "generic"
     assert metadata["tokenizer.chat_template"].startswith("{% for message in messages %}")
@@ -187,6 +189,8 @@ def test_bad_bundles_and_options_are_typed(tmp_path: Path, tiny_bundle: Path) ->
         LlamaEngine.load(tmp_path / "missing.litertlm")
     with pytest.raises(LlamaUnsupportedException, match="parallel sequences.*n_seq_max"):
         LlamaEngine.load(tiny_bundle, n_seq_max=2)
+    with pytest.raises(LlamaUnsupportedException, match="speculative decoding"):
+        LlamaEngine.load(tiny_bundle, speculative=SpeculativeParams(types=("ngram-simple",)))
 
 
 def test_a_missing_or_unsupported_runtime_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
