@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .binary_identity import upstream_binary_identity
+
 DEFAULT_TIMEOUT_S = 120.0
 ORACLE_NAME = "llamact-oracle"
 
@@ -91,22 +93,6 @@ def _file_identity(path: Path) -> list[Any]:
     return [path.name, st.st_size, st.st_mtime_ns]
 
 
-def _binary_identity(binary: Path) -> str:
-    """sha256 over the oracle and the shared libraries it loads from ``../_lib``: a rebuild that
-    changes nothing keeps the cache, any change to the code answering invalidates it."""
-    files = [binary]
-    lib_dir = binary.parent.parent / "_lib"
-    if lib_dir.is_dir():
-        files += sorted(p for p in lib_dir.iterdir() if p.is_file() and ".so" in p.name)
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode("utf-8") + b"\0")
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def _pin_commit() -> str:
     try:
         from .._build import build_info
@@ -149,7 +135,7 @@ class OracleClient:
             self.cache_dir = Path(cache)
         else:
             self.cache_dir = None
-        self._cache_salt = _canonical({"pin": _pin_commit(), "oracle": _binary_identity(self.binary)})
+        self._cache_salt = _canonical({"pin": _pin_commit(), "oracle": upstream_binary_identity(self.binary)})
 
     # -- lifecycle ---------------------------------------------------------------------------
 

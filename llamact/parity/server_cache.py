@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .binary_identity import upstream_binary_identity
 from .chat_answer import ChatAnswer
 from .llama_server import ServerConfig
 from .server_cases import E2ECase
@@ -35,31 +36,12 @@ def default_cache_dir() -> Path:
     return root / "server-cache"
 
 
-def _file_digest(path: Path, digest: Any) -> None:
-    digest.update(path.name.encode("utf-8") + b"\0")
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-
-
-def server_identity(executable: Path) -> str:
-    """sha256 over llama-server and the shared libraries it loads (``../_lib`` in an install)."""
-    files = [executable]
-    for lib_dir in (executable.parent.parent / "_lib", executable.parent):
-        if lib_dir.is_dir():
-            files += sorted(p for p in lib_dir.iterdir() if p.is_file() and ".so" in p.name)
-    digest = hashlib.sha256()
-    for path in files:
-        _file_digest(path, digest)
-    return digest.hexdigest()
-
-
 class ServerAnswerCache:
     """Records (``ServerRecord.to_json(with_raw=True)``) by case, for one llama-server build."""
 
     def __init__(self, executable: Path, directory: Path | None = None) -> None:
         self.directory = directory if directory is not None else default_cache_dir()
-        self._salt = server_identity(executable)
+        self._salt = upstream_binary_identity(executable)
 
     def key(self, case: E2ECase, config: ServerConfig) -> str:
         model = config.model.stat()
