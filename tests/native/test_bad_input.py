@@ -900,7 +900,7 @@ def test_model_use_after_close(smollm2_path: Path) -> None:
         lambda: m.description,
         lambda: m.n_params,
         lambda: m.n_ctx_train,
-        m.chat_template,
+        m.template_source,
         lambda: vocab.n_tokens,
         lambda: vocab.eos,
         lambda: vocab.tokenize("hello"),

@@ -139,16 +139,18 @@ def test_chat_template_is_the_files_string(loaded: Loaded) -> None:
     if loaded.has(key):
         expected = loaded.scalar(key)
         assert isinstance(expected, str) and len(expected) > 100
-        assert loaded.model.chat_template() == expected
+        assert loaded.model.template_source() == expected
         assert loaded.model.metadata()[key] == expected
     else:
         # Gemma 3 270M ships without a template: llama.cpp returns NULL (no name-based fallback
         # applies to this vocabulary) and llamact must say None, not "" or a guess.
-        assert loaded.model.chat_template() is None
+        assert loaded.model.template_source() is None
         assert key not in loaded.model.metadata()
     # A named variant the file does not have.
     assert not loaded.has("tokenizer.chat_template.tool_use")
-    assert loaded.model.chat_template("tool_use") is None
+    assert loaded.model.template_source("tool_use") is None
+    with pytest.warns(DeprecationWarning, match="template_source"):   # the old name, until 0.2
+        assert loaded.model.chat_template() == loaded.model.template_source()
 
 
 def test_hyperparameters_agree_with_the_file(loaded: Loaded) -> None:
