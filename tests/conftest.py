@@ -12,6 +12,9 @@ from pathlib import Path
 # the same). Set before llamact loads ggml: libgomp reads it once, when it is loaded. Every
 # process the tests start inherits it (llama-server, llama-simple, `llamact serve`, workers).
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# Every reuse of a memoised chat parser is rebuilt and compared (chat/parser_memo.py), so the whole
+# parity corpus checks the memo's keys; tests/chat/test_parser_memo.py runs it for real.
+os.environ.setdefault("LLAMACT_PARSER_MEMO", "verify")
 
 import pytest  # noqa: E402
 

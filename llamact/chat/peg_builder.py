@@ -524,7 +524,14 @@ class ChatPegBuilder(ParserBuilder):
         return self.seq_rtl(body, self.space, lambda: self.tool_close(self.literal("}")))
 
 def build_chat_peg_parser(fn: Callable[[ChatPegBuilder], P]) -> Arena:
-    """Upstream's ``build_chat_peg_parser``: ``fn``'s parser becomes the root of a built arena."""
+    """Upstream's ``build_chat_peg_parser``: ``fn``'s parser becomes the root of a built arena
+    (built once per what ``fn`` can see: chat/parser_memo.py)."""
+    from .parser_memo import build_once
+
+    return build_once(fn, _build_fresh)
+
+
+def _build_fresh(fn: Callable[[ChatPegBuilder], P]) -> Arena:
     builder = ChatPegBuilder()
     builder.set_root(fn(builder))
     return builder.build()

@@ -83,6 +83,13 @@ class TemplateInputs:
     def copy(self, **changes: Any) -> TemplateInputs:
         return replace(self, **changes)
 
+    def memo_key(self) -> str:
+        """Every field but ``messages``, as JSON: what a parser built from these inputs may depend
+        on (chat/parser_memo.py; code that reads ``messages`` is never memoised)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "messages"}
+        fields["continue_msg"] = self.continue_msg.to_dict()
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), default=repr)
+
 
 def extra_context(now: float | None, kwargs: dict[str, Json]) -> dict[str, Json]:
     """``common_chat_extra_context`` plus the template kwargs: ``datetime`` ("%b %d %Y") and
@@ -188,8 +195,20 @@ def generation_prompt(tmpl: ChatTemplate, inputs: TemplateInputs, messages: Json
     base = inputs.copy(add_generation_prompt=False, continue_final_message=CONTINUATION_NONE)
     without = direct_apply(tmpl, base, messages, tools, additional_context)
     with_prompt = direct_apply(tmpl, base.copy(add_generation_prompt=True), messages, tools, additional_context)
-    n = min(len(without), len(with_prompt))
-    i = 0
-    while i < n and without[i] == with_prompt[i]:
-        i += 1
-    return with_prompt[i:]
+    return with_prompt[common_prefix_length(without, with_prompt):]
+
+
+def common_prefix_length(a: str, b: str) -> int:
+    """The length of the longest common prefix, found by halving with slice comparisons (C speed;
+    a character loop over a 10k-character prompt costs ~0.5 ms)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -156,6 +156,12 @@ class AutoparserAnalysis(_Value):
     preserved_tokens: tuple[str, ...] = ()
     additional_stops: tuple[str, ...] = ()  # literal stops (e.g. Laguna's </assistant>)
 
+    def memo_key(self) -> object:
+        """Its identity: an analysis is frozen and cached per template (chat/parser_memo.py)."""
+        from ..parser_memo import Identity
+
+        return Identity(self)
+
 
 _NESTED: dict[tuple[str, str], type[_Value]] = {
     ("ToolsAnalysis", "format"): ToolFormatAnalysis,

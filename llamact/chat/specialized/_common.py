@@ -32,8 +32,10 @@ def foreach_parameter(function: Json) -> Iterator[Property]:
 
 
 def build_grammar(parser: Arena, lazy: bool) -> str:
-    """``build_grammar([&](builder) { parser.build_grammar(builder, lazy); })``."""
-    return arena_to_gbnf(parser, lazy)
+    """``build_grammar([&](builder) { parser.build_grammar(builder, lazy); })``, once per arena."""
+    from ..parser_memo import grammar_once
+
+    return grammar_once(parser, lazy, arena_to_gbnf)
 
 
 def render_content(msg: ChatMessage, delimiter: str = "\n\n") -> str:
