@@ -86,8 +86,10 @@ class SlotRunner:
                 self._post(job, ERROR, item)
                 return
             try:
-                for out in (chat.push(item) if chat is not None else (item,)):
-                    self._post(job, ITEM, out)
+                outs = chat.push(item) if chat is not None else (item,)
+                if job.wants_items:   # (a reply not streamed reads only the end)
+                    for out in outs:
+                        self._post(job, ITEM, out)
                 if item.stop_reason is not None:
                     self._post(job, END, finish(stream) if finish is not None else None)
             except BaseException as exc:   # the parser's error ends the request (as iterating would)

@@ -69,6 +69,8 @@ NATIVE_FRAMING = Framing(sse, lambda error: sse({"error": error}), b"")
 async def run_to_end(job: Job, request: Request, on_item: Callable[[Any], None] | None = None) -> Any:
     """Run a job to its end (a reply not streamed), passing its items to ``on_item``; returns its
     result. A client that goes away meanwhile cancels it, as a streaming client does."""
+    if on_item is None:
+        job.wants_items = False
 
     async def consume() -> Any:
         async for item in job:

@@ -43,6 +43,9 @@ class Job:
         self.result: Any = None     # finish(stream)'s value, once the stream ended
         self.stream: Any = None     # the running stream, once started
         self.finished = False       # its end or error has been read
+        # False: nobody reads the items (a reply not streamed), so a worker that hands items over
+        # per decode step (SlotRunner) keeps them, and each token costs the event loop nothing
+        self.wants_items = True
 
     def push(self, kind: int, value: Any) -> None:
         """Deliver ``value`` (ITEM, END or ERROR), on the event loop's thread."""

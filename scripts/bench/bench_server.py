@@ -89,9 +89,11 @@ def banned_tokens(model: Path) -> dict[str, float]:
 def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]) -> tuple[int, float, int]:
     """(completion tokens, seconds to the first content event, prompt tokens taken from the server's
     cache, -1 when it does not say) of one streamed request. The tokens come
-    from the usage chunk; for a server that sends none (llama-cpp-python), the content events (one per
-    token there). Either way the answer must have max_tokens tokens (the end-of-generation tokens are
-    banned): a request cut short is an error, not a fast answer."""
+    from the usage chunk. A server that sends none (llama-cpp-python) must end with ``finish_reason``
+    "length", which says the answer reached max_tokens (its content events cannot count tokens: a
+    token that completes no character, or a stop string's start held back, makes no event). Either way
+    the answer must have max_tokens tokens (the end-of-generation tokens are banned): a request cut
+    short is an error, not a fast answer."""
     body = {"messages": [{"role": "user", "content": question}], "stream": True, "max_tokens": max_tokens,
             "temperature": 0, "stream_options": {"include_usage": True}, "logit_bias": bias}
     conn = http.client.HTTPConnection(HOST, port, timeout=600)
@@ -100,21 +102,22 @@ def stream_one(port: int, question: str, max_tokens: int, bias: dict[str, float]
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"HTTP {response.status}: {response.read()[:300]!r}")
-    ttft, tokens, content_events, cached = -1.0, -1, 0, -1
+    ttft, tokens, cached, finish = -1.0, -1, -1, None
     for raw in response:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         event = json.loads(line[6:])
-        if any(c.get("delta", {}).get("content") for c in event.get("choices", [])):
-            content_events += 1
-            if ttft < 0:
+        for choice in event.get("choices", []):
+            if choice.get("delta", {}).get("content") and ttft < 0:
                 ttft = time.perf_counter() - t0
+            finish = choice.get("finish_reason") or finish
         if event.get("usage"):
             tokens = event["usage"]["completion_tokens"]
             cached = event["usage"].get("prompt_tokens_details", {}).get("cached_tokens", -1)
     conn.close()
-    tokens = tokens if tokens >= 0 else content_events
+    if tokens < 0 and finish == "length":   # no usage: the finish reason vouches for max_tokens
+        tokens = max_tokens
     if tokens != max_tokens:
         raise RuntimeError(f"{tokens} completion tokens, not {max_tokens}: the request was cut short")
     return tokens, ttft, cached

@@ -240,3 +240,47 @@ def test_a_chat_request_on_a_slot_takes_every_option_create_takes(smollm2_path: 
     assert [(e.id, [t.id for t in e.top_logprobs]) for e in on_slot.logprobs] == \
         [(e.id, [t.id for t in e.top_logprobs]) for e in alone.logprobs]
     assert all(len(e.top_logprobs) == 2 for e in alone.logprobs)
+
+
+def test_a_reply_not_streamed_costs_the_event_loop_nothing_per_token(smollm2_path: Path) -> None:
+    """SlotRunner (the server's worker): a job whose items nobody reads (``run_to_end`` without
+    ``on_item``) gets no item handed to the event loop, only its end, with the whole completion; a
+    streamed job gets every chunk. Both completions are the same."""
+    import asyncio
+
+    from llamact.server.slots import SlotRunner
+
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=2, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        runner = SlotRunner(scheduler)
+        handed_over: list[int] = []
+        post = runner._post
+        runner._post = lambda job, kind, value: (handed_over.append(kind), post(job, kind, value))[1]
+
+        flag_set = threading.Event()
+
+        def start(s: Any) -> Any:   # (on the preparing thread: after the test has set wants_items)
+            assert flag_set.wait(30)
+            return s.create([{"role": "user", "content": "Name a colour."}],
+                            params=GenerationParams(greedy=True, max_tokens=12, logit_bias=no_end(engine)))
+
+        async def run(streamed: bool) -> tuple[int, Any]:
+            job = runner.submit(start, lambda stream: stream.completion())
+            job.wants_items = streamed
+            flag_set.set()
+            items = [item async for item in job]
+            return len(items), job.result
+
+        try:
+            handed_over.clear()
+            n_streamed, streamed = asyncio.run(run(True))
+            streamed_posts = len(handed_over)
+            handed_over.clear()
+            flag_set.clear()
+            n_whole, whole = asyncio.run(run(False))
+            assert n_streamed >= 12 and streamed_posts >= 13
+            assert n_whole == 0 and len(handed_over) == 1   # its end alone
+            assert whole.text == streamed.text and whole.content == streamed.content
+        finally:
+            runner.close()
+            scheduler.close()
