@@ -27,7 +27,7 @@ __all__ = ["PromptStore"]
 @dataclass
 class _Entry:
     tokens: tuple[int, ...]
-    data: bytes
+    data: bytes | bytearray
 
 
 class PromptStore:

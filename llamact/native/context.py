@@ -313,6 +313,12 @@ class Context(NativeHandle):
         with self.pinned() as ptr:
             return int(self._lib.llama_n_ubatch(ptr))
 
+    @property
+    def n_threads(self) -> int:
+        """The threads a one-token decode uses now (the thread governor may have moved it)."""
+        with self.pinned() as ptr:
+            return int(self._lib.llama_n_threads(ptr))
+
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         if n_threads < 1:
             raise LlamaContextException("n_threads must be at least 1", {"n_threads": n_threads})
@@ -498,20 +504,29 @@ class Context(NativeHandle):
                 {"native_log": reasons},
             )
 
-    def seq_state_bytes(self, seq_id: int) -> bytes:
-        """One sequence's KV cache as bytes (for ``load_seq_state_bytes``, into any sequence)."""
+    def seq_state_bytes(self, seq_id: int) -> bytearray:
+        """One sequence's KV cache as bytes (for ``load_seq_state_bytes``, into any sequence): a
+        bytearray llama.cpp writes into, never copied (a server saves a slot's cache on the way to a
+        request's first token: a few MB per save)."""
         with self.pinned() as ptr:
             size = int(self._lib.llama_state_seq_get_size(ptr, seq_id))
-            buf = (ctypes.c_uint8 * size)()
-            written = int(self._lib.llama_state_seq_get_data(ptr, buf, size, seq_id))
-        return ctypes.string_at(buf, written)   # one copy (slicing a ctypes array builds a list of ints)
+            data = bytearray(size)
+            view = (ctypes.c_uint8 * size).from_buffer(data)
+            written = int(self._lib.llama_state_seq_get_data(ptr, view, size, seq_id))
+            del view   # (the bytearray may change size only once no view holds it)
+        if written < size:
+            del data[written:]
+        return data
 
-    def load_seq_state_bytes(self, data: bytes, seq_id: int) -> None:
+    def load_seq_state_bytes(self, data: bytes | bytearray, seq_id: int) -> None:
         """Replace sequence ``seq_id``'s KV cache with ``seq_state_bytes``' output. On failure the
         sequence is cleared and LlamaStateException raised."""
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        # llama.cpp only reads it: a bytearray is lent as it is, bytes are copied (they are read-only)
+        array = ctypes.c_uint8 * len(data)
+        buf = array.from_buffer(data) if isinstance(data, bytearray) else array.from_buffer_copy(data)
         with self.pinned() as ptr:
             read = int(self._lib.llama_state_seq_set_data(ptr, buf, len(data), seq_id))
+        del buf
         if read == 0:
             self.memory_seq_rm(seq_id, -1, -1)
             raise LlamaStateException("the saved sequence does not fit this context (no room, or another model)",

@@ -17,6 +17,7 @@ slot.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -32,6 +33,14 @@ __all__ = ["SlotRunner"]
 LOCKSTEP_WAIT_S = 0.05   # the longest a decode waits for the event loop to write the previous step's events
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not Linux
+        return os.cpu_count() or 1
+
+
 class SlotRunner:
     """``EngineWorker``'s interface over a ``BatchScheduler`` (see the module docstring)."""
 
@@ -44,6 +53,7 @@ class SlotRunner:
         self.n_waiting = 0      # submitted, not yet prepared (the scheduler counts its own queue)
         self.n_cancelled = 0    # jobs that ended because they were cancelled (a client went away)
         self.open_jobs: weakref.WeakSet[Job] = weakref.WeakSet()   # what a shutdown must end
+        self._cores = usable_cores()
         scheduler.add_step_listener(self._flush)
 
     @property
@@ -121,10 +131,19 @@ class SlotRunner:
             self._loop.call_soon_threadsafe(_dispatch, self._loop, items, written)
         except RuntimeError:   # the event loop is closed: the server is shutting down
             return
-        if threading.current_thread() is self.backend.thread:
+        if threading.current_thread() is self.backend.thread and self._lockstep():
             # the next decode starts once the event loop has written this step's events (or after
             # LOCKSTEP_WAIT_S): its Python work then runs between decodes, not across one
             written.wait(LOCKSTEP_WAIT_S)
+
+    def _lockstep(self) -> bool:
+        """Whether the decode's threads take every core: then the event loop's work would stall
+        ggml's barriers mid-decode, and runs between decodes instead. With a core to spare it runs
+        beside the next decode, and costs a token nothing."""
+        try:
+            return self.backend.context.n_threads >= self._cores
+        except Exception:   # noqa: BLE001 - a closed context: its last events, in lockstep
+            return True
 
     def close(self) -> None:
         self._prepare.shutdown(wait=True, cancel_futures=True)
