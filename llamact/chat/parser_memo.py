@@ -31,8 +31,8 @@ from typing import Any
 
 __all__ = ["Identity", "MemoStats", "build_once", "clear_parser_memo", "closure_key", "grammar_once", "stats"]
 
-_MAX_ARENAS = 128
-_MAX_GRAMMARS = 128
+_MAX_ARENAS = 32      # a request shape per entry (tools x settings); an arena of 10 tools is ~0.2 MB
+_MAX_GRAMMARS = 32
 
 
 class Identity:
