@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llamact.errors import LlamaException
 from llamact.chat.pipeline import apply_templates
 from llamact.chat.templates import load_chat_templates
+from llamact.errors import LlamaException
 from llamact.parity.apply_runner import inputs_from_request
 from llamact.parity.oracle import OracleClient, OracleError
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from stream_checks import TEMPLATES_DIR
 
 from llamact.chat import parser_memo
 from llamact.chat.apply import ChatTemplateInputs
@@ -17,7 +18,6 @@ from llamact.chat.oai import parse_messages, parse_tools
 from llamact.chat.peg_builder import build_chat_peg_parser
 from llamact.chat.pipeline import apply_templates
 from llamact.chat.templates import load_chat_templates
-from stream_checks import TEMPLATES_DIR
 
 TOOLS = [{"type": "function", "function": {
     "name": f"tool_{i}", "description": f"Tool {i}.",
