@@ -104,7 +104,8 @@ def closure_key(fn: Callable[..., Any], depth: int = 0) -> Hashable | None:
     """A key equal for two functions that compute the same thing, or None (see the module docstring)."""
     if not isinstance(fn, types.FunctionType) or _code_reads_messages(fn.__code__):
         return None
-    parts: list[Hashable] = [fn.__code__]
+    # the code object itself, not its value: equal code from two modules may read different globals
+    parts: list[Hashable] = [Identity(fn.__code__)]
     for cell in fn.__closure__ or ():
         try:
             value = cell.cell_contents

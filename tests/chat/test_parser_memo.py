@@ -109,6 +109,18 @@ def test_closure_key_sees_captured_values() -> None:
     assert parser_memo.closure_key(root_for("a", True)) != parser_memo.closure_key(root_for("a", False))
 
 
+def test_equal_code_from_two_modules_is_two_keys() -> None:
+    """Code objects compare by value, and two modules' identical lambdas read their own globals."""
+    source = "root = lambda p: p.literal(WORD)\n"
+    first: dict[str, Any] = {"WORD": "one"}
+    second: dict[str, Any] = {"WORD": "two"}
+    exec(compile(source, "first.py", "exec"), first)  # noqa: S102 - two modules' worth of the same code
+    exec(compile(source, "second.py", "exec"), second)  # noqa: S102
+    assert first["root"].__code__ == second["root"].__code__
+    assert parser_memo.closure_key(first["root"]) != parser_memo.closure_key(second["root"])
+    assert build_chat_peg_parser(first["root"]) != build_chat_peg_parser(second["root"])
+
+
 def test_code_that_reads_messages_or_unknown_objects_is_never_memoised(monkeypatch) -> None:
     class Holder:
         messages = ["x"]
