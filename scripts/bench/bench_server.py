@@ -148,6 +148,19 @@ def round_of(port: int, clients: int, requests: int, max_tokens: int, bias: dict
             "cached_tokens_median": statistics.median(c for _, _, c in results)}
 
 
+def _peer_server_ready(args: argparse.Namespace) -> bool:
+    """False (and why, with the fix) when the peer's venv lacks llama-cpp-python's server extras."""
+    probe = subprocess.run([args.llama_cpp_python, "-c", "import llama_cpp, llama_cpp.server.app, uvicorn"],
+                           capture_output=True, text=True)
+    if probe.returncode == 0:
+        return True
+    reason = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "no error text"
+    print(f"llama-cpp-python's server is left out: {args.llama_cpp_python} cannot import it ({reason}); "
+          f"install it there with {args.llama_cpp_python} -m pip install 'llama-cpp-python[server]==<its version>'",
+          file=sys.stderr)
+    return False
+
+
 def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], list[str]]]:
     from llamact.parity.llama_server import find_llama_server
 
@@ -159,7 +172,7 @@ def servers(args: argparse.Namespace, model: Path) -> dict[str, Callable[[int], 
                                       "--port", str(port), "--parallel", str(args.parallel), "--jinja",
                                       "--no-webui", "--no-warmup", "--threads-batch", str(args.threads), *common],
     }
-    if args.llama_cpp_python != "none" and Path(args.llama_cpp_python).exists():
+    if args.llama_cpp_python != "none" and Path(args.llama_cpp_python).exists() and _peer_server_ready(args):
         # one model, one context: it serves one request at a time (its server holds a lock per
         # request); --interrupt_requests False: else a new request ends the one running
         out["llama-cpp-python"] = lambda port: [args.llama_cpp_python, "-m", "llama_cpp.server", "--model", str(model),
