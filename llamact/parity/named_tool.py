@@ -36,19 +36,17 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
 from ..chat.templates import load_chat_templates
 from ..errors import LlamaException, LlamaUnsupportedException
 from ..grammar import GbnfAcceptor, parse_gbnf
+from ..json_types import Json
 from .components import ORACLE_NOW
 from .corpus import BOS_TOKEN, EOS_TOKEN, _strip_turn_tail, _turn_tail
 from .oracle import OracleClient, OracleError
 from .scenarios import CALL_CALC_TYPED, CALL_WEATHER, TOOLS, USER
-
-Json = Any
 
 NAMED = "get_weather"
 NAMED_CHOICE: Json = {"type": "function", "function": {"name": NAMED}}

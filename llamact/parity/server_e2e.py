@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors
+from ..json_types import Json
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case, Corpus
 from .llama_server import LlamaServer, LlamaServerError, ServerConfig, find_llama_server
 from .server_cache import ServerAnswerCache
 from .server_cases import E2ECase, e2e_cases
 from .server_compare import Verdict, compare
-
-Json = Any
 
 
 @dataclass

@@ -28,8 +28,6 @@ from .model import CallIdPosition, ToolFormat, ToolsAnalysis
 
 __all__ = ["build_tools_parser"]
 
-Json = Any
-
 # what separates parallel calls when the format has no per-call markers
 _CALL_SEPARATOR = ", "
 

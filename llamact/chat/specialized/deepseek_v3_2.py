@@ -20,17 +20,15 @@ and its generation prompt without thinking ends in a bare ``</think>`` (V3.2: an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ...grammar.schema import Property
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser
 from ..render import TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TemplateInputs, direct_apply, generation_prompt
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, foreach_parameter, render_content
-
-Json = Any
 
 DSML = "｜DSML｜"
 THINK_START = "<think>"

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...json_types import Json
 from ..oracle import OracleClient, OracleError
-
-Json = Any
 
 __all__ = ["FuzzContext", "Target", "Unsent", "all_targets", "load_targets", "register"]
 

@@ -21,12 +21,11 @@ import random
 import re
 from typing import Any
 
+from ...json_types import Json
 from ..oracle import OracleError
 from .gen_gbnf import grammar
 from .gen_schema import schema
 from .target import Target, Unsent, register
-
-Json = Any
 
 _REVERSED_REPEAT = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
 

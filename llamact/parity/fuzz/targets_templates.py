@@ -15,12 +15,11 @@ import random
 import re
 from typing import Any
 
+from ...json_types import Json
 from ..components import ORACLE_NOW
 from ..corpus import BOS_TOKEN, EOS_TOKEN
 from .gen_conversation import conversation, random_json_value, tools
 from .target import FuzzContext, Target, register
-
-Json = Any
 
 _SEGMENTS = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _IF = re.compile(r"^(\{%-?\s*(?:el)?if\s+)(.*?)(\s*-?%\})$", re.DOTALL)
