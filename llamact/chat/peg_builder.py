@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..peg.arena import Arena, PegArenaError
+from ..peg.arena import Arena
 from ..peg.builder import P, ParserBuilder, ParserLike
+from ..peg.nodes import PegArenaError
 
 __all__ = ["COMMON_CHAT_MAX_PERMUTE", "ChatPegBuilder", "build_chat_peg_parser", "chat_tool_parameters"]
 

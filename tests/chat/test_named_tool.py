@@ -23,7 +23,7 @@ from llamact.json_types import Json
 from llamact.parity.named_tool import HEADER, NamedToolRow, check_template, named_result
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOLS, USER
-from llamact.peg.arena import Space
+from llamact.peg.nodes import Space
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
