@@ -396,7 +396,7 @@ def _table(rows: list[NamedToolRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import find_llama_cpp
+    from .locate import find_llama_cpp
 
     stems = set(argv if argv is not None else sys.argv[1:])
     root = find_llama_cpp(None) / "models" / "templates"

@@ -215,7 +215,7 @@ def summary_line(record: ServerRecord) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import available_models, find_llama_cpp
+    from .locate import available_models, find_llama_cpp
 
     parser = argparse.ArgumentParser(prog="python -m llamact.parity.server_e2e", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

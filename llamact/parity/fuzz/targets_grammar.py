@@ -25,7 +25,7 @@ from ...json_types import Json
 from ..oracle import OracleError
 from .gen_gbnf import grammar
 from .gen_schema import schema
-from .target import Target, Unsent, register
+from .target import Target, Unsent
 
 _REVERSED_REPEAT = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
 
@@ -117,6 +117,3 @@ def _refusal(text: str) -> str | None:
         return exc.reason
     return None
 
-
-register(JsonSchemaTarget.name, JsonSchemaTarget)
-register(GbnfTarget.name, GbnfTarget)

@@ -24,7 +24,7 @@ from ..corpus import _apply_request, _strip_turn_tail, _turn_tail
 from ..oracle import OracleError
 from ..scenarios import USER
 from .gen_output import arena_markers, assistant_message, invalid_utf8, marker_soup, mutate_text, token_soup
-from .target import FuzzContext, Target, Unsent, register
+from .target import FuzzContext, Target, Unsent
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the weather in a city",
@@ -244,6 +244,3 @@ class PegParseTarget(_ParserTarget):
     def units(self, inp: Json, expected: Json) -> int:
         return len(expected) if isinstance(expected, list) else 1
 
-
-register(ChatParseTarget.name, ChatParseTarget)
-register(PegParseTarget.name, PegParseTarget)
