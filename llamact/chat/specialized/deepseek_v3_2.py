@@ -226,16 +226,7 @@ def _tool(p: ChatPegBuilder, function: Json) -> P:
     optional: list[P] = []
     for param in foreach_parameter(function):
         (required if param.required else optional).append(_tool_arg(p, name, param))
-    args_seq = p.eps()
-    for i, parser in enumerate(required):
-        if i > 0:
-            args_seq = args_seq + p.space()
-        args_seq = args_seq + parser
-    if optional:
-        any_opt = p.choice()
-        for opt in optional:
-            any_opt |= opt
-        args_seq = args_seq + p.repeat(p.space() + any_opt, 0, -1)
+    args_seq = p.required_then_optional(required, optional)
     return p.tool(p.seq_rtl(
         lambda: p.tool_open(p.seq_rtl(_lit(p, INVOKE_START + ' name="'), lambda: p.tool_name(p.literal(name)),
                                       _lit(p, '">\n'))),
