@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import build_info
+from ._build import build_info
 from .engine import GenerationParams, LlamaEngine, ModelParams, devices
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
 from .errors import LlamaException

@@ -30,7 +30,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-Json = Any
+from llamact.json_types import Json
+
 HOST = "127.0.0.1"
 MAX_STRING = 1 << 20     # the largest generated string (UTF-8 bytes)
 MAX_ITEMS = 20_000       # the longest generated array / alternation / enum

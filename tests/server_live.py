@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from llamact.json_types import Json
+
 HOST = "127.0.0.1"
-Json = Any
 API_KEY = "test-key"                                       # the main test server's key
 HERMES = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"   # SmolLM2 calls tools through it (greedy)
 DEEPSEEK_R1 = "llama-cpp-deepseek-r1"                      # its generation prompt opens a thought

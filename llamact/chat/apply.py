@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..grammar.json_value import normalize
+from ..json_types import Json
 from . import specialized
 from .json_text import JsonParseError, parse_json
 from .messages import ChatMessage
@@ -54,8 +55,6 @@ from .workarounds import (
 )
 
 __all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "upstream_apply"]
-
-Json = Any
 
 FAMILY_AUTOPARSER = "autoparser"
 FAMILY_PURE_CONTENT = "pure_content"

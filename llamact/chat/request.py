@@ -36,6 +36,7 @@ from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Any
 
 from ..grammar.response_format import parse_response_format
+from ..json_types import Json
 from .apply import ChatTemplateInputs
 from .deviations.named_tool import require_tool
 from .media import RENDER_MARKER, MediaRef, extract_media
@@ -45,8 +46,6 @@ from .render import CONTINUATION_NONE
 
 __all__ = ["ChatRequest", "MAX_THINKING_BUDGET", "as_chat_request", "chat_inputs", "request_options",
            "thinking_budget"]
-
-Json = Any
 
 MAX_THINKING_BUDGET = 2**31 - 1   # upstream's INT_MAX: what -1 ("no limit") becomes in the sampler
 

@@ -27,11 +27,11 @@ from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk
 from ..engine.logprobs import TokenLogprob
 from ..errors import LlamaUnsupportedException
+from ..json_types import JsonObject
 
-Json = dict[str, Any]
 
-
-def legacy_tools(functions: list[Json] | None, function_call: Any, tools: Any, tool_choice: Any) -> tuple[Any, Any]:
+def legacy_tools(functions: list[JsonObject] | None, function_call: Any, tools: Any,
+                 tool_choice: Any) -> tuple[Any, Any]:
     """OpenAI's old ``functions`` / ``function_call`` as ``tools`` / ``tool_choice`` (as llama-cpp-python)."""
     if functions is not None:
         tools = [{"type": "function", "function": function} for function in functions]
@@ -42,8 +42,8 @@ def legacy_tools(functions: list[Json] | None, function_call: Any, tools: Any, t
     return tools, tool_choice
 
 
-def chat_completion(engine: LlamaEngine, messages: Any, options: Json, params: GenerationParams, model: str,
-                    stream: bool) -> Json | Iterator[Json]:
+def chat_completion(engine: LlamaEngine, messages: Any, options: JsonObject, params: GenerationParams, model: str,
+                    stream: bool) -> JsonObject | Iterator[JsonObject]:
     forced: str | None = None
     try:
         chat = engine.create(messages, params=params, **options)   # a bad request raises here, before iteration
@@ -56,7 +56,7 @@ def chat_completion(engine: LlamaEngine, messages: Any, options: Json, params: G
     return chunks if stream else _collect(chat, chunks, model, forced)
 
 
-def _forced_tool(exc: LlamaUnsupportedException, options: Json) -> str | None:
+def _forced_tool(exc: LlamaUnsupportedException, options: JsonObject) -> str | None:
     """The named tool when llamact refused to force it because the template has no tool-call format
     (docs/design.md deviation 9); llama-cpp-python then constrains the reply to the tool's parameter
     schema and returns the JSON as the call, and so does this shim."""
@@ -67,14 +67,14 @@ def _forced_tool(exc: LlamaUnsupportedException, options: Json) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _as_schema_request(options: Json, name: str) -> Json:
+def _as_schema_request(options: JsonObject, name: str) -> JsonObject:
     tool = next(t for t in options["tools"] if t.get("function", {}).get("name") == name)
     schema = tool["function"].get("parameters") or {}
     rest = {k: v for k, v in options.items() if k not in ("tools", "tool_choice", "response_format")}
     return {**rest, "response_format": {"type": "json_object", "schema": schema}}
 
 
-def _head(chat: ChatStream, model: str) -> Json:
+def _head(chat: ChatStream, model: str) -> JsonObject:
     return {"id": chat.id, "model": model, "created": chat.created, "object": "chat.completion.chunk"}
 
 
@@ -82,7 +82,7 @@ def _forced_call_id(chat: ChatStream, name: str) -> str:
     return f"call__0_{name}_{chat.id}"   # llama-cpp-python's id for a forced call
 
 
-def _chunks(chat: ChatStream, model: str, forced: str | None = None) -> Iterator[Json]:
+def _chunks(chat: ChatStream, model: str, forced: str | None = None) -> Iterator[JsonObject]:
     head = _head(chat, model)
     with chat:
         for chunk in chat:
@@ -101,10 +101,10 @@ def _chunks(chat: ChatStream, model: str, forced: str | None = None) -> Iterator
                                         "finish_reason": chunk.finish_reason}]}
 
 
-def _delta(chunk: ChatChunk) -> Json | None:
+def _delta(chunk: ChatChunk) -> JsonObject | None:
     if chunk.role is not None:
         return {"role": chunk.role}
-    delta: Json = {}
+    delta: JsonObject = {}
     if chunk.thinking:
         delta["reasoning_content"] = chunk.thinking
     if chunk.content:
@@ -117,24 +117,24 @@ def _delta(chunk: ChatChunk) -> Json | None:
     return delta or None
 
 
-def _tool_call_delta(call: ToolCallDelta) -> Json:
+def _tool_call_delta(call: ToolCallDelta) -> JsonObject:
     return {"index": call.index, "id": call.id, "type": "function",
             "function": {"name": call.name, "arguments": call.arguments}}
 
 
-def _logprob_entry(entry: TokenLogprob) -> Json:
+def _logprob_entry(entry: TokenLogprob) -> JsonObject:
     return {"token": entry.token, "bytes": list(entry.bytes), "logprob": entry.logprob,
             "top_logprobs": [{"token": alt.token, "logprob": alt.logprob, "bytes": list(alt.bytes)}
                              for alt in entry.top_logprobs]}
 
 
-def _logprobs(entries: tuple[TokenLogprob, ...] | list[TokenLogprob] | None) -> Json | None:
+def _logprobs(entries: tuple[TokenLogprob, ...] | list[TokenLogprob] | None) -> JsonObject | None:
     if not entries:
         return None
     return {"content": [_logprob_entry(e) for e in entries], "refusal": None}
 
 
-def _collect(chat: ChatStream, chunks: Iterator[Json], model: str, forced: str | None = None) -> Json:
+def _collect(chat: ChatStream, chunks: Iterator[JsonObject], model: str, forced: str | None = None) -> JsonObject:
     for _ in chunks:   # the same conversion as a stream's, run to its end
         pass
     reply = chat.completion()
@@ -144,7 +144,8 @@ def _collect(chat: ChatStream, chunks: Iterator[Json], model: str, forced: str |
     if forced is not None:
         calls = [{"id": _forced_call_id(chat, forced), "type": "function",
                   "function": {"name": forced, "arguments": reply.content}}]
-    message: Json = {"role": "assistant", "content": None if forced is not None or (calls and not content) else content}
+    message: JsonObject = {"role": "assistant",
+                           "content": None if forced is not None or (calls and not content) else content}
     if reply.thinking:
         message["reasoning_content"] = reply.thinking
     if calls:

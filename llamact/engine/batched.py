@@ -54,6 +54,7 @@ from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
 from .chat_completion import ChatStream
 from .decode import GenerationChunk, SequenceDecoder
+from .engine import LlamaEngine
 from .logprobs import LogprobReader
 from .media import MediaPrompt
 from .params import GenerationParams
@@ -185,7 +186,7 @@ class SequenceStream:
 class BatchScheduler:
     """The slots of one engine (see the module docstring)."""
 
-    def __init__(self, engine: Any, *, cache_ram_mib: int = 8192) -> None:
+    def __init__(self, engine: LlamaEngine, *, cache_ram_mib: int = 8192) -> None:
         self.engine = engine
         self.context = engine.context
         self.n_slots = engine.params.n_seq_max
@@ -223,6 +224,11 @@ class BatchScheduler:
     def n_active(self) -> int:
         with self._cond:
             return len(self._order)
+
+    @property
+    def n_threads(self) -> int:
+        """The threads a decode uses now (the thread governor may have lowered the configured count)."""
+        return self.context.n_threads
 
     @property
     def n_waiting(self) -> int:

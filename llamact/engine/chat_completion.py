@@ -23,7 +23,8 @@ from ..chat.deltas import ChatDelta
 from ..chat.messages import ChatMessage
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
-from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Json, Usage, new_completion_id
+from ..json_types import Json
+from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Usage, new_completion_id
 from .generator import GenerationChunk, Timings
 from .logprobs import TokenLogprob
 

@@ -22,11 +22,10 @@ from ..chat.deltas import ToolCallDelta
 from ..chat.messages import ChatMessage
 from ..chat.oai import message_to_json
 from ..chat.streaming import gen_tool_call_id
+from ..json_types import Json
 from .logprobs import TokenLogprob
 
 __all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "new_completion_id", "system_fingerprint"]
-
-Json = Any
 
 # the model name of a completion made without one (the engine passes its model's file name)
 DEFAULT_MODEL_NAME = "llamact"

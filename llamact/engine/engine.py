@@ -908,7 +908,7 @@ def _engine_for_file(cls: type[LlamaEngine], path: str | os.PathLike[str]) -> ty
 def _offloads(params: ModelParams) -> bool:
     """Whether the model's layers (and so its KV cache) may live off this machine's RAM. The RPC
     backend is compiled in by default: only a real GPU backend or an actual RPC server counts."""
-    from .. import build_info
+    from .._build import build_info
 
     offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
     return params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)

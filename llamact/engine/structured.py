@@ -23,10 +23,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import LlamaInferenceException, LlamaUnsupportedException
 from ..grammar.enforcement import refuse_unenforced
+from ..json_types import Json
 
 __all__ = ["parse_structured_json", "response_format_for", "schema_for", "validate_output"]
-
-Json = Any
 
 def schema_for(output: Any) -> Json:
     """The JSON schema of ``output`` (a dict schema is returned as is); raises

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LlamaException
+from ..json_types import Json
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case
 from .llama_server import ServerConfig
 from .server_cases import E2ECase
-
-Json = Any
 
 
 def engine_params_for(config: ServerConfig) -> Any:

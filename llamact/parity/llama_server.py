@@ -24,11 +24,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import LlamaException
-
-Json = Any
+from ..json_types import Json
 
 HOST = "127.0.0.1"
 SERVER_NAME = "llama-server"

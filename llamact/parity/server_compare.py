@@ -34,13 +34,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import LlamaUnsupportedException
+from ..json_types import Json
 from .chat_answer import ChatAnswer
 from .server_cases import E2ECase
-
-Json = Any
 
 QWEN_XML = "2-qwen-xml-validation"
 DOUBLE_BRACES = "3-double-braces"

@@ -27,9 +27,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..json_types import Json
 from .protocol import ChatCall, RequestDefaults, RequestError, read_chat
-
-Json = Any
 
 __all__ = ["message_json", "read_messages", "stop_reason", "to_chat_body", "tool_input",
            "usage_json"]

@@ -25,10 +25,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..json_types import Json
 from .anthropic_api import stop_reason, usage_json
 from .sse import Framing
 
-Json = Any
 Event = tuple[str, Json]
 
 __all__ = ["ANTHROPIC_FRAMING", "AnthropicEvents", "anthropic_sse"]

@@ -12,16 +12,14 @@ falls back on ``logprobs`` (an integer, or a boolean read as 0 / 1), ``echo``, `
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ..engine import GenerationParams
 from ..errors import LlamaException
 from ..grammar.builder import json_schema_to_grammar
 from ..grammar.enforcement import refuse_unenforced
+from ..json_types import Json
 from .prompts import Prompt, read_prompts
 from .protocol import LENIENT_REMEDY, RequestDefaults, RequestError, check_grammar, generation_params
-
-Json = Any
 
 __all__ = ["CompletionCall", "read_completion"]
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from ..json_types import Json
 from .protocol import RequestError
 
-Json = Any
 Prompt = str | list[str | int]   # text, or text and token ids in order
 
 __all__ = ["EmbeddingCall", "RerankCall", "check_tokens", "native_embeddings", "normalized", "oai_embeddings",

@@ -34,8 +34,8 @@ from typing import Any
 
 from ..engine.params import SAMPLER_NAMES
 from ..errors import LlamaRequestException
+from ..json_types import Json
 
-Json = Any
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 _FLOAT = float("inf")

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..json_types import Json
 from .protocol import RequestError
-
-Json = Any
 
 __all__ = ["infill_tokens", "missing_fim_tokens", "read_infill"]
 

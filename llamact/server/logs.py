@@ -113,7 +113,7 @@ class ServerLog:
     def model_loaded(self, state: Any, seconds: float, aliases: tuple[str, ...] = (), other_threads: int = 0) -> None:
         """The model's lines once loaded: file and context, slots, template, backends, threads
         (``other_threads``: those of the models already loaded, which decode on the same cores)."""
-        from .. import build_info
+        from .._build import build_info
 
         engine, settings = state.engine, state.settings
         name = state.model_name

@@ -14,13 +14,11 @@ it) is refused with its words, as a 400 where it answers 500 (docs/design.md dev
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import LlamaRequestException
+from ..json_types import Json
 
 __all__ = ["MEDIA_REFUSALS", "check_messages"]
 
-Json = Any
 _HINT = " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
 MEDIA_REFUSALS = {"image_url": "image" + _HINT, "input_audio": "audio" + _HINT,
                   "input_video": "video" + _HINT, "video_url": "video" + _HINT}

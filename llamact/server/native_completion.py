@@ -19,15 +19,13 @@ timings; streamed, its ``content`` and ``tokens`` are empty (they went in the to
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..engine import GenerationParams
 from ..engine.decode import GenerationChunk, StopReason, Timings
+from ..json_types import Json
 from .completion_body import CompletionCall
 from .props import default_params, f32
 from .protocol import RequestDefaults, released_entry, without_stop_entries
-
-Json = Any
 
 __all__ = ["NativeCompletion", "generation_settings", "timings_json"]
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..json_types import Json
 from .protocol import released_entry, without_stop_entries
-
-Json = Any
 
 __all__ = ["CompletionBody", "completion_usage", "merged"]
 

@@ -41,10 +41,10 @@ from ..errors import (
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
+from ..json_types import Json
 from .fields import Vocabulary, read_bool, read_number, sampling_fields
 from .message_checks import check_messages
 
-Json = Any
 log = logging.getLogger("llamact.server")
 
 __all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "RequestError", "check_grammar", "error_body",

@@ -27,13 +27,12 @@ message; what it refuses with another exception (a JSON type error) is a 400 too
 from __future__ import annotations
 
 import copy
-from typing import Any
 
+from ..json_types import Json
 from .protocol import ChatCall, RequestDefaults, RequestError, read_chat
 
 __all__ = ["chat_body", "read_responses"]
 
-Json = Any
 USER_ROLES = ("user", "system", "developer")
 
 

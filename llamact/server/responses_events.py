@@ -31,10 +31,9 @@ import time
 from typing import Any
 
 from ..chat.streaming import gen_tool_call_id
+from ..json_types import Json
 
 __all__ = ["ResponseEvents", "ResponseIds", "response_json"]
-
-Json = Any
 
 
 class ResponseIds:

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..engine.params import GenerationParams
+from ..json_types import Json
 
 __all__ = ["SlotTasks", "TaskRecord", "f32", "params_json", "slots_json"]
 
-Json = Any
 DEFAULT_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: llama-server's seed when a request gives none
 # common_params_sampling's default sampler chain, by common_sampler_type_to_str's names
 SAMPLERS = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")

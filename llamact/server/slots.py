@@ -141,7 +141,7 @@ class SlotRunner:
         ggml's barriers mid-decode, and runs between decodes instead. With a core to spare it runs
         beside the next decode, and costs a token nothing."""
         try:
-            return self.backend.context.n_threads >= self._cores
+            return self.backend.n_threads >= self._cores
         except Exception:   # noqa: BLE001 - a closed context: its last events, in lockstep
             return True
 

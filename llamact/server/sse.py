@@ -26,10 +26,10 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from ..errors import LlamaException
+from ..json_types import Json
 from .protocol import RequestError, error_body, error_kind
 from .worker import Job
 
-Json = Any
 log = logging.getLogger("llamact.server")
 
 __all__ = ["DISCONNECT_POLL_S", "NATIVE_FRAMING", "OPENAI_FRAMING", "RESPONSES_FRAMING", "First", "Framing",

@@ -30,13 +30,12 @@ from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
 from ..engine.params import CHAT_REQUEST_OWNED, GenerationParams, split_sampling_keywords, with_sampling_keywords
 from ..errors import LlamaContextException, LlamaStateException
+from ..json_types import Json
 from .persistence import SavedSession, load_session, save_session
 from .tools import ToolLoopResult, run_tool_loop
 from .trimming import Fit, fit_history
 
 __all__ = ["ChatSession", "SessionStream", "TemplateTimeChatSession"]
-
-Json = Any
 
 
 def _as_dict(message: Mapping[str, Any] | ChatMessage) -> dict[str, Any]:

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llamact.json_types import Json
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -37,7 +39,6 @@ import fuzz_bodies as fb  # noqa: E402
 from hypothesis import given, seed, settings  # noqa: E402
 from server_live import LiveServer  # noqa: E402
 
-Json = Any
 MAX_EXAMPLES_PER_KEY = 3
 LLAMACT_ONLY = ("/template-details",)   # routes llama-server does not have (its 404 is no difference)
 

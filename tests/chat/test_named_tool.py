@@ -19,17 +19,16 @@ from llamact.chat.deviations.named_grammar import call_only_arena, call_only_gra
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
 from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
 from llamact.grammar import GbnfAcceptor, parse_gbnf
+from llamact.json_types import Json
 from llamact.parity.named_tool import HEADER, NamedToolRow, check_template, named_result
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOLS, USER
-from llamact.peg.arena import Space
+from llamact.peg.nodes import Space
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 QWEN35_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
                "</tool_call>")
-
-Json = Any
 
 
 def _source(stem: str) -> str:

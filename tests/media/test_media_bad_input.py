@@ -14,7 +14,6 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -29,10 +28,10 @@ from llamact import (
     LlamaUnsupportedException,
 )
 from llamact.chat.media import audio_part, image_part
+from llamact.json_types import Json
 
 pytestmark = [pytest.mark.model]
 
-Json = Any
 GREEDY = GenerationParams(max_tokens=4, temperature=0)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from llamact.json_types import Json
 from llamact.parity.chat_answer import ChatAnswer, answer_from_openai, reassemble
 from llamact.parity.server_cases import (
     FAMILIES,
@@ -35,7 +35,6 @@ from llamact.parity.server_compare import (
     first_difference,
 )
 
-Json = Any
 CASE = E2ECase("smollm2/test/required", "smollm2", "Qwen3-Coder", WEATHER_CALLS, TOOLS, "required")
 
 

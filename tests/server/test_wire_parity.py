@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from server_live import HERMES, QWQ, LiveServer, sse_events
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 from llamact.parity.server_cases import JSON_PERSON, ONE_TOOL, PERSON_SCHEMA, WEATHER_CALLS
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 HELLO = [{"role": "user", "content": "Say hello."}]
 BASE: Json = {"stream": True, "stream_options": {"include_usage": True}, "temperature": 0, "cache_prompt": False}
 OWN_REQUESTS: dict[str, Json] = {

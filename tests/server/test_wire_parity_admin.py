@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from server_live import LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8, "temperature": 0}
 RAW = {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0}
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from server_live import HERMES, QWQ, LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 WEATHER_TOOL: Json = {"name": "get_weather", "description": "Get the current weather for a city",
                       "input_schema": {"type": "object", "properties": {
                           "location": {"type": "string", "description": "City name"},

@@ -28,11 +28,11 @@ import numpy as np
 import pytest
 from server_live import HOST, LiveServer, openai_client
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 TOLERANCE = 1e-4
 UPSTREAM_FLAGS = {"mean": ("--embeddings", "--pooling", "mean"), "none": ("--embeddings",), "off": (),
                   "rank": ("--reranking",)}

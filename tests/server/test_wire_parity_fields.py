@@ -11,16 +11,14 @@ import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from server_live import LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
-
-Json = Any
 
 # each body's own fields; the base gives a prompt (or messages), a few tokens and greedy decoding
 CASES: dict[str, Json] = {

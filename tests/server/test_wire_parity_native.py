@@ -17,17 +17,16 @@ import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from server_live import LiveServer
 from test_wire_parity import RAINBOW, SAY_YES, assert_equal_but_logprob_values
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 BASE: Json = {"temperature": 0, "cache_prompt": False, "seed": 0}
 DROPPED = ("id", "created", "system_fingerprint", "timings")   # differ by nature between two runs
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from server_live import HERMES, QWQ, LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 VARYING = {"id", "item_id", "call_id", "created_at", "completed_at", "timings"}
 ADDED = ("output_index", "content_index")   # llamact's stream indices (a named deviation)
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ...peg.arena import (
+from ...peg.arena import Arena
+from ...peg.gbnf import arena_to_gbnf
+from ...peg.nodes import (
     Ac,
     And,
-    Arena,
     Atomic,
     Choice,
     Epsilon,
@@ -48,7 +49,6 @@ from ...peg.arena import (
     Space,
     Tag,
 )
-from ...peg.gbnf import arena_to_gbnf
 from ..peg_builder import CONTENT, TOOL, TOOL_NAME
 
 __all__ = ["call_only_arena", "call_only_grammar"]

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_types import system_fingerprint
+from ...json_types import Json
 from ..lora_control import ensure_scales, request_scales, with_lora
 from ..protocol import ChatCall, exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
 from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
@@ -28,7 +29,6 @@ from .body import json_body
 
 __all__ = ["answer_chat", "router"]
 
-Json = Any
 router = APIRouter()
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from ...json_types import Json
 from ..anthropic_api import message_json, read_messages
 from ..anthropic_stream import ANTHROPIC_FRAMING, AnthropicEvents
 from ..lora_control import with_lora
@@ -22,8 +23,6 @@ from .body import json_body
 from .chat import answer_chat
 
 __all__ = ["router"]
-
-Json = Any
 
 router = APIRouter()
 

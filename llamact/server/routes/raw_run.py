@@ -19,14 +19,13 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from ...json_types import Json
 from ..lora_control import ensure_scales, request_scales
 from ..prompts import bounded_tokenizer, check_prompt, prompt_tokens
 from ..protocol import RequestError, exception_response
 from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
 from ..state import ServerState
 from ..worker import Job
-
-Json = Any
 
 __all__ = ["PromptRun", "prompt_runs", "run_streamed", "run_whole"]
 

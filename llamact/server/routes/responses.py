@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from ...json_types import Json
 from ..lora_control import with_lora
 from ..protocol import exception_response
 from ..responses_api import read_responses
@@ -21,7 +22,6 @@ from .chat import answer_chat
 
 __all__ = ["router"]
 
-Json = Any
 router = APIRouter()
 
 
