@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import GenerationParams, LlamaEngine
+from ..engine import GenerationParams, LitertEngine, LlamaEngine
 from ..engine.logprobs import TokenLogprob
 from ..errors import LlamaUnsupportedException
 from .processors import StoppingCriteriaList
@@ -53,7 +53,7 @@ class _Criteria:
             self.stopped = True
 
 
-def completion(engine: LlamaEngine, call: TextCall, stream: bool) -> Json | Iterator[Json]:
+def completion(engine: LlamaEngine | LitertEngine, call: TextCall, stream: bool) -> Json | Iterator[Json]:
     if call.echo and call.logprobs is not None:
         raise LlamaUnsupportedException("echo=True with logprobs (the prompt's own logprobs) is not supported: "
                                         "ask for one of them", {"option": "echo"})
@@ -70,7 +70,7 @@ def _streamed(chunks: Iterator[Json]) -> Iterator[Json]:
         yield chunk
 
 
-def _pieces(engine: LlamaEngine, call: TextCall) -> Iterator[Json]:
+def _pieces(engine: LlamaEngine | LitertEngine, call: TextCall) -> Iterator[Json]:
     """The streamed dicts (the collected form is built from them)."""
     tokens = (engine.tokenize(call.prompt, add_special=True, parse_special=True) if isinstance(call.prompt, str)
               else list(call.prompt))

@@ -84,7 +84,8 @@ class SlotRunner:
             self._flush()
             return
         chat = stream if isinstance(stream, ChatStream) else None
-        generation: SequenceStream = chat.generation if chat is not None else stream
+        generation = chat.generation if chat is not None else stream
+        assert isinstance(generation, SequenceStream)   # the scheduler's streams are its slots'
 
         def listener(item: Any) -> None:   # on the scheduler's thread
             if item is SequenceStream.END:
@@ -141,7 +142,7 @@ class SlotRunner:
         ggml's barriers mid-decode, and runs between decodes instead. With a core to spare it runs
         beside the next decode, and costs a token nothing."""
         try:
-            return self.backend.context.n_threads >= self._cores
+            return self.backend.n_threads >= self._cores
         except Exception:   # noqa: BLE001 - a closed context: its last events, in lockstep
             return True
 
