@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._build import build_info
-from .engine import GenerationParams, LlamaEngine, ModelParams, devices
+from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
 from .errors import LlamaException
 
@@ -268,7 +268,7 @@ class _ProgressBar:
         return True
 
 
-def _load(args: argparse.Namespace, show_progress: bool) -> LlamaEngine:
+def _load(args: argparse.Namespace, show_progress: bool) -> LlamaEngine | LitertEngine:
     path = _model_path(args)
     return LlamaEngine.load(path, _model_params(args), progress=_ProgressBar(path.name, show_progress))
 
@@ -332,7 +332,7 @@ def _chat_options(args: argparse.Namespace) -> dict[str, object]:
     return options
 
 
-def _stream_reply(engine: LlamaEngine, messages: list[dict[str, object]], params: GenerationParams,
+def _stream_reply(engine: LlamaEngine | LitertEngine, messages: list[dict[str, object]], params: GenerationParams,
                   options: dict[str, object]) -> dict[str, object]:
     """Print the reply as it streams (thinking dimmed on a terminal, tool calls as JSON); return it
     as the assistant message for the history."""

@@ -278,3 +278,110 @@ def test_the_native_reads_rule_refuses_reads_through_any_name(tmp_path: Path) ->
 
 def test_the_server_app_is_the_guard_and_the_routers() -> None:
     assert len((PACKAGE / "server" / "app.py").read_text(encoding="utf-8").splitlines()) < 150
+
+
+# -- the runtime contract (engine/backend.py): sibling runtimes, one narrow interface ----------------
+
+RUNTIME_CLASSES = {"LlamaEngine": "llamact.engine.engine", "BatchScheduler": "llamact.engine.batched",
+                   "LitertEngine": "llamact.engine.litert_engine"}
+TOKEN_STREAMS = {"GenerationStream": "llamact.engine.streams", "SequenceStream": "llamact.engine.batched",
+                 "RuntimeGeneration": "llamact.engine.litert_generation"}
+
+
+def _class(module: str, name: str) -> type:
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def _protocol_members(protocol: type) -> dict[str, object]:
+    return {name: value for name, value in vars(protocol).items()
+            if not name.startswith("_") or name in ("__iter__", "__next__")}
+
+
+def _accepts(implementation: object, declared: object) -> list[str]:
+    """What ``implementation`` (a function) lacks to be called as ``declared`` is: each declared
+    parameter, by name and kind, with a default where the declared one has one."""
+    import inspect
+
+    have = inspect.signature(implementation).parameters   # type: ignore[arg-type]
+    wrong = []
+    for name, want in inspect.signature(declared).parameters.items():   # type: ignore[arg-type]
+        if want.kind is want.VAR_KEYWORD:
+            if not any(p.kind is p.VAR_KEYWORD for p in have.values()):
+                wrong.append("**" + name)
+            continue
+        got = have.get(name)
+        if got is None or (want.kind is want.KEYWORD_ONLY) != (got.kind is got.KEYWORD_ONLY) \
+                or (want.default is not want.empty and got.default is got.empty):
+            wrong.append(name)
+    return wrong
+
+
+@pytest.mark.parametrize(("protocol", "classes"), [("ChatBackend", RUNTIME_CLASSES), ("TokenStream", TOKEN_STREAMS)])
+def test_the_runtimes_keep_the_contract(protocol: str, classes: dict[str, str]) -> None:
+    """Every runtime (and every runtime's stream) has each member of the protocol, a method taking
+    the protocol's arguments (mypy checks the types: llamact/engine/__init__.py)."""
+    contract = _class("llamact.engine.backend", protocol)
+    broken = {}
+    for name, module in classes.items():
+        cls = _class(module, name)
+        for member, declared in _protocol_members(contract).items():
+            if not hasattr(cls, member) and member not in _instance_attributes(cls):
+                broken[f"{name}.{member}"] = "missing"
+            elif callable(declared) and not isinstance(declared, property):
+                lacks = _accepts(getattr(cls, member), declared)
+                if lacks:
+                    broken[f"{name}.{member}"] = f"does not take {lacks}"
+    assert broken == {}
+
+
+def _instance_attributes(cls: type) -> set[str]:
+    """The ``self.<name> = ...`` assignments of ``cls.__init__`` (a protocol's property may be one)."""
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+    return {t.attr for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+
+
+def _class_bases() -> dict[str, list[str]]:
+    """Every class of the package, by name, with the names of its bases as written."""
+    bases: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, []).extend(ast.unparse(b).split(".")[-1] for b in node.bases)
+    return bases
+
+
+def test_no_runtime_inherits_from_another() -> None:
+    """The runtimes are siblings: none subclasses another, so none carries methods it must refuse;
+    they share code through helpers (chat_calls, streams, ChatStream)."""
+    runtimes = set(RUNTIME_CLASSES) | set(TOKEN_STREAMS)
+    inheriting = {name: base for name, bases in _class_bases().items() for base in bases if base in runtimes}
+    assert inheriting == {}
+    assert {name: _class_bases()[name] for name in RUNTIME_CLASSES} == {name: [] for name in RUNTIME_CLASSES}
+
+
+def test_no_runtime_is_found_by_walking_subclasses() -> None:
+    """A runtime is picked from a table (engine/loader.py: the file's suffix), never by walking a
+    class's subclasses."""
+    walks = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in PACKAGE.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Attribute) and node.attr == "__subclasses__"]
+    assert walks == []
+
+
+def test_litert_engine_answers_every_name_of_llama_engine() -> None:
+    """Code that takes either engine (the server's routes, the CLI, the session) reads LlamaEngine's
+    names: each is answered by LitertEngine or declared there as llama.cpp's alone (LlamaCppOnly,
+    a typed refusal), never left to an AttributeError."""
+    import inspect
+
+    llama = _class("llamact.engine.engine", "LlamaEngine")
+    litert = _class("llamact.engine.litert_engine", "LitertEngine")
+    public = {name for name in dir(llama) if not name.startswith("_")
+              and not isinstance(inspect.getattr_static(llama, name), classmethod)}   # (load: the loader's)
+    assert sorted(public - set(dir(litert))) == []

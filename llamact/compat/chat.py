@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..chat.deltas import ToolCallDelta
-from ..engine import GenerationParams, LlamaEngine
+from ..engine import ChatBackend, GenerationParams
 from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk
 from ..engine.logprobs import TokenLogprob
@@ -42,7 +42,7 @@ def legacy_tools(functions: list[JsonObject] | None, function_call: Any, tools: 
     return tools, tool_choice
 
 
-def chat_completion(engine: LlamaEngine, messages: Any, options: JsonObject, params: GenerationParams, model: str,
+def chat_completion(engine: ChatBackend, messages: Any, options: JsonObject, params: GenerationParams, model: str,
                     stream: bool) -> JsonObject | Iterator[JsonObject]:
     forced: str | None = None
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..engine import GenerationParams, LlamaEngine
+from ..engine import GenerationParams, LitertEngine, LlamaEngine
 from ..engine.logprobs import TokenLogprob
 from ..errors import LlamaUnsupportedException
 from ..json_types import JsonObject
@@ -51,7 +51,7 @@ class _Criteria:
             self.stopped = True
 
 
-def completion(engine: LlamaEngine, call: TextCall, stream: bool) -> JsonObject | Iterator[JsonObject]:
+def completion(engine: LlamaEngine | LitertEngine, call: TextCall, stream: bool) -> JsonObject | Iterator[JsonObject]:
     if call.echo and call.logprobs is not None:
         raise LlamaUnsupportedException("echo=True with logprobs (the prompt's own logprobs) is not supported: "
                                         "ask for one of them", {"option": "echo"})
@@ -68,7 +68,7 @@ def _streamed(chunks: Iterator[JsonObject]) -> Iterator[JsonObject]:
         yield chunk
 
 
-def _pieces(engine: LlamaEngine, call: TextCall) -> Iterator[JsonObject]:
+def _pieces(engine: LlamaEngine | LitertEngine, call: TextCall) -> Iterator[JsonObject]:
     """The streamed dicts (the collected form is built from them)."""
     tokens = (engine.tokenize(call.prompt, add_special=True, parse_special=True) if isinstance(call.prompt, str)
               else list(call.prompt))

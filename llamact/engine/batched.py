@@ -4,6 +4,10 @@
     stream = scheduler.create(messages, ...)    # create()'s arguments; a ChatStream, from any thread
     scheduler.close()
 
+A ``backend.ChatBackend`` beside its engine (a sibling, not a subclass): ``create`` / ``generate`` run
+on a slot, ``templates`` / ``chat_template`` / ``tokenize`` / ``prompt_length`` are the engine's,
+``cancel()`` ends every request, ``n_ctx`` is one slot's share of the context.
+
 A scheduler thread owns the context. Each request waits in a queue until a slot (a sequence id of
 the context) is free, then joins between two steps. Every step decodes one batch (llama-server's
 ``update_slots``): first the last sampled token of every generating sequence, then the prompt tokens
@@ -47,11 +51,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..chat.request import as_chat_request
+from ..chat.request import ChatRequest, as_chat_request
+from ..chat.result import ChatTemplateResult
+from ..chat.templates import ChatTemplates
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
+from .chat_calls import chat_keywords
 from .chat_completion import ChatStream
 from .decode import GenerationChunk, SequenceDecoder
 from .engine import LlamaEngine
@@ -226,18 +233,41 @@ class BatchScheduler:
             return len(self._order)
 
     @property
-    def n_threads(self) -> int:
-        """The threads a decode uses now (the thread governor may have lowered the configured count)."""
-        return self.context.n_threads
-
-    @property
     def n_waiting(self) -> int:
         with self._cond:
             return len(self._waiting)
 
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_name
+
+    @property
+    def n_ctx(self) -> int:
+        """The positions one request may take: a slot's share of the context (``n_ctx / n_seq_max``)."""
+        return self.n_ctx_seq
+
+    @property
+    def n_threads(self) -> int:
+        """The threads a one-token decode uses now (the engine's context's)."""
+        return self.engine.n_threads
+
+    def templates(self, custom_template: str | None = None) -> ChatTemplates:
+        return self.engine.templates(custom_template)
+
+    def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
+        return self.engine.chat_template(messages, **options)
+
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True,
+                 limit: int | None = None) -> list[int]:
+        return self.engine.tokenize(text, add_special, parse_special, limit)
+
+    def prompt_length(self, request: ChatRequest) -> int:
+        return self.engine.prompt_length(request)
+
     def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
         """``LlamaEngine.create()`` on a slot: the same arguments (a ``ChatRequest``, or its messages and
-        options) and the same stream."""
+        options; sampling settings as keywords) and the same stream."""
+        params, options = chat_keywords(params, options)
         chat = self.engine.prepare_chat(as_chat_request(messages, options), params)
         try:
             self._check_prompt(chat.tokens)
@@ -391,6 +421,13 @@ class BatchScheduler:
             self._cond.notify()
         if queued:
             self._after_step()
+
+    def cancel(self) -> None:
+        """Stop every request, waiting or on a slot (each stream ends)."""
+        with self._cond:
+            requests = [*self._waiting, *(slot.request for slot in self._order if slot.request is not None)]
+        for request in requests:
+            self._cancel(request)
 
     def close(self) -> None:
         with self._cond:

@@ -3,8 +3,8 @@
 
     ChatStream(generation, result, parser, n_prompt)    iterate for ChatChunk values
 
-What enters: a running generation (``GenerationStream``: text pieces, then the stop reason and
-timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. What leaves:
+What enters: a running generation (a ``streams.TokenStream`` of any runtime: text pieces, then the
+stop reason and timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. What leaves:
 llama-server's sequence for a streamed chat completion -- a first chunk with the assistant role,
 one chunk per delta (content, thinking, tool calls), the final parse's deltas, then a chunk with
 the finish reason, usage and timings. In upstream mode the deltas are llama-server's own; by
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
 
 from ..chat.deltas import ChatDelta
 from ..chat.messages import ChatMessage
@@ -27,6 +26,7 @@ from ..json_types import Json
 from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Usage, new_completion_id
 from .generator import GenerationChunk, Timings
 from .logprobs import TokenLogprob
+from .streams import TokenStream
 
 __all__ = ["ChatStream", "completion_id"]
 
@@ -47,7 +47,7 @@ class ChatStream:
     hold the whole reply (``text`` and ``tokens`` the model's raw output), and ``completion()``
     gives it as a ``ChatCompletion``."""
 
-    def __init__(self, generation: Any, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
+    def __init__(self, generation: TokenStream, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
                  n_cached: int = 0, model: str = "") -> None:
         self.result = result
         self.id = completion_id()
@@ -83,14 +83,10 @@ class ChatStream:
         self._chunks.close()
         self._generation.close()
 
-    def interrupt(self) -> bool:
-        """Stop the generation from another thread, where it can be (a batched slot's request: the
-        thread reading this stream sees it end); False when this stream cannot be interrupted so."""
-        interrupt = getattr(self._generation, "interrupt", None)
-        if interrupt is None:
-            return False
-        interrupt()
-        return True
+    def interrupt(self) -> None:
+        """Stop the generation from any thread: the thread reading this stream sees it end (its finish
+        reason "cancelled" where the runtime reports one)."""
+        self._generation.interrupt()
 
     def __enter__(self) -> ChatStream:
         return self
@@ -99,8 +95,9 @@ class ChatStream:
         self.close()
 
     @property
-    def generation(self) -> Any:
-        """The generation this stream reads (a ``GenerationStream``, or a batch slot's ``SequenceStream``)."""
+    def generation(self) -> TokenStream:
+        """The generation this stream reads (llama.cpp's ``GenerationStream``, a batch slot's
+        ``SequenceStream``, LiteRT-LM's ``RuntimeGeneration``)."""
         return self._generation
 
     # -- the reply -------------------------------------------------------------------------------
@@ -122,7 +119,7 @@ class ChatStream:
     @property
     def n_cached(self) -> int:
         """The prompt tokens reused from the KV cache (a batch slot's once it has joined)."""
-        return int(getattr(self._generation, "n_cached", 0) or self._n_cached)
+        return self._generation.n_cached or self._n_cached
 
     @property
     def finish_reason(self) -> str | None:

@@ -6,7 +6,6 @@ import ctypes
 import functools
 import operator
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -326,11 +325,6 @@ class Model(NativeHandle):
         with self.pinned() as ptr:
             raw = self._lib.llama_model_chat_template(ptr, raw_name)
             return raw.decode("utf-8", errors="replace") if raw is not None else None
-
-    def chat_template(self, name: str | None = None) -> str | None:
-        """Deprecated (0.2 removes it): ``template_source``."""
-        warnings.warn("Model.chat_template() is now template_source()", DeprecationWarning, stacklevel=2)
-        return self.template_source(name)
 
     def apply_builtin_chat_template(
         self, template: str, messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True

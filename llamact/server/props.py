@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..chat.media import MEDIA_MARKER
-from ..engine import GenerationParams, LlamaEngine
+from ..engine import GenerationParams, LitertEngine, LlamaEngine
 from ..engine.chat_types import system_fingerprint
 from ..engine.sampling import SAMPLER_NAMES
 
@@ -78,7 +78,7 @@ def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
     }
 
 
-def _loaded_with(engine: LlamaEngine, tools_supported: bool) -> dict[str, Any]:
+def _loaded_with(engine: LlamaEngine | LitertEngine, tools_supported: bool) -> dict[str, Any]:
     """llamact's own /props block: the engine's ModelParams (the template's text left out: /props has it)
     and the context llama.cpp made from them."""
     params = {f.name: getattr(engine.params, f.name) for f in dataclasses.fields(engine.params)
@@ -105,7 +105,7 @@ def router_props(models_max: int, autoload: bool) -> dict[str, Any]:
             "build_info": system_fingerprint(), "cors_proxy_enabled": False}
 
 
-def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slots: int,
+def props_body(engine: LlamaEngine | LitertEngine, *, model_alias: str, model_path: str, n_slots: int,
                n_predict: int, endpoint_slots: bool = True, endpoint_props: bool = False,
                sampling: Mapping[str, Any] | None = None, tools_supported: bool = True) -> dict[str, Any]:
     """The /props object for a loaded engine serving ``n_slots`` slots; ``sampling``: the server's

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..engine.batched import BatchScheduler, SequenceStream
 from ..engine.chat_completion import ChatStream
+from ..errors import LlamaStateException
 from .worker import END, ERROR, ITEM, Job
 
 __all__ = ["SlotRunner"]
@@ -84,7 +85,8 @@ class SlotRunner:
             self._flush()
             return
         chat = stream if isinstance(stream, ChatStream) else None
-        generation: SequenceStream = chat.generation if chat is not None else stream
+        generation = chat.generation if chat is not None else stream
+        assert isinstance(generation, SequenceStream)   # the scheduler's streams are its slots'
 
         def listener(item: Any) -> None:   # on the scheduler's thread
             if item is SequenceStream.END:
@@ -142,7 +144,7 @@ class SlotRunner:
         beside the next decode, and costs a token nothing."""
         try:
             return self.backend.n_threads >= self._cores
-        except Exception:   # noqa: BLE001 - a closed context: its last events, in lockstep
+        except LlamaStateException:   # a closed context: its last events, in lockstep
             return True
 
     def close(self) -> None:

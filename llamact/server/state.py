@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import Request
 
 from ..chat import ChatTemplates, supports_enable_thinking
-from ..engine import LlamaEngine
+from ..engine import ChatBackend, LitertEngine, LlamaEngine
 from ..engine.batched import BatchScheduler
 from ..errors import LlamaException
 from ..grammar.limits import set_default_limits
@@ -47,7 +47,7 @@ class ServerState:
 
     def __init__(self, settings: ServerSettings, name: str | None = None) -> None:
         self.settings = settings
-        self._engine: LlamaEngine | None = None
+        self._engine: LlamaEngine | LitertEngine | None = None
         self.scheduler: BatchScheduler | None = None
         self._worker: EngineWorker | SlotRunner | None = None
         self.load_error: str | None = None
@@ -70,7 +70,7 @@ class ServerState:
         return self._engine is not None
 
     @property
-    def engine(self) -> LlamaEngine:
+    def engine(self) -> LlamaEngine | LitertEngine:
         """The engine (the guard answers 503 until it is loaded, so routes always find it)."""
         assert self._engine is not None
         return self._engine
@@ -103,6 +103,7 @@ class ServerState:
             self.tools_supported = _template_takes_tools(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
+                assert isinstance(engine, LlamaEngine)   # (a LiteRT-LM model refuses n_seq_max > 1 at load)
                 # the scheduler's thread makes the chunks of every slot and hands them to the event loop
                 self.scheduler = BatchScheduler(engine, cache_ram_mib=self.settings.cache_ram)
                 self._worker = SlotRunner(self.scheduler)
@@ -154,7 +155,7 @@ def _template_thinks(templates: ChatTemplates) -> bool:
         return False
 
 
-def _template_takes_tools(engine: LlamaEngine) -> bool:
+def _template_takes_tools(engine: ChatBackend) -> bool:
     """Whether a request's tools reach the model as something it can call: the template renders a
     tool-call format (a grammar for it). Templates without one render the conversation and drop the
     tools (SmolLM2's, Gemma 3's)."""

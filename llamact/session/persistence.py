@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..engine.engine import LlamaEngine
+from ..engine.litert_engine import LitertEngine
 from ..engine.params import GenerationParams
 from ..errors import LlamaRequestException, LlamaStateException
 
@@ -38,7 +39,7 @@ SESSION_FILE = "session.json"
 STATE_FILE = "kv.state"
 
 
-def _model_identity(engine: LlamaEngine) -> dict[str, Any]:
+def _model_identity(engine: LlamaEngine | LitertEngine) -> dict[str, Any]:
     path = engine.model_path
     return {"file": path.name, "size": path.stat().st_size}
 
@@ -74,7 +75,7 @@ class SavedSession:
     template_now: float | None
 
 
-def save_session(engine: LlamaEngine, record: SavedSession, path: str | os.PathLike[str]) -> Path:
+def save_session(engine: LlamaEngine | LitertEngine, record: SavedSession, path: str | os.PathLike[str]) -> Path:
     """Write ``record`` and ``engine``'s KV cache into the directory ``path`` (created; an existing
     saved session there is replaced). Returns the directory."""
     data: dict[str, Any] = {
@@ -105,7 +106,8 @@ def save_session(engine: LlamaEngine, record: SavedSession, path: str | os.PathL
     return directory
 
 
-def load_session(engine: LlamaEngine, path: str | os.PathLike[str], build: Callable[[SavedSession], T]) -> T:
+def load_session(engine: LlamaEngine | LitertEngine, path: str | os.PathLike[str],
+                 build: Callable[[SavedSession], T]) -> T:
     """The session saved in ``path``, on ``engine`` (which must hold the same model): its record
     turned into a session by ``build``, then the KV cache restored. A failure leaves the engine's
     cache empty (the engine's own guarantee); a record ``build`` cannot take is a damaged file."""

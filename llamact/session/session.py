@@ -28,6 +28,7 @@ from ..chat.request import request_options as checked_options
 from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
+from ..engine.litert_engine import LitertEngine
 from ..engine.params import CHAT_REQUEST_OWNED, GenerationParams, split_sampling_keywords, with_sampling_keywords
 from ..errors import LlamaContextException, LlamaStateException
 from ..json_types import Json
@@ -103,7 +104,7 @@ class ChatSession:
     these options.
     """
 
-    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *,
+    def __init__(self, engine: LlamaEngine | LitertEngine, system_prompt: str | None = None, *,
                  max_context_tokens: int | None = None, params: GenerationParams | None = None,
                  **request_options: Any) -> None:
         self.engine = engine
@@ -196,7 +197,7 @@ class ChatSession:
         return save_session(self.engine, record, path)
 
     @classmethod
-    def load(cls, engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSession:
+    def load(cls, engine: LlamaEngine | LitertEngine, path: str | os.PathLike[str]) -> ChatSession:
         """The session saved in ``path`` (a ``ChatSession`` or ``TemplateTimeChatSession``, as saved)
         on ``engine``, its KV cache restored. Raises LlamaStateException for another model's session
         or a state the context cannot take, leaving the engine's cache empty."""
@@ -290,8 +291,8 @@ class TemplateTimeChatSession(ChatSession):
     prompts are reproducible. Each request (and each tool-loop round) reads the attribute when it
     starts; ``reset()`` keeps it; None restores the wall clock."""
 
-    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *, template_now: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, engine: LlamaEngine | LitertEngine, system_prompt: str | None = None, *,
+                 template_now: Any = None, **kwargs: Any) -> None:
         super().__init__(engine, system_prompt, **kwargs)
         self.template_now = template_now
 

@@ -49,9 +49,9 @@ def test_options_at_their_default_and_model_params_fields_are_accepted(smollm2_p
 def test_chat_format_chatml_is_the_built_in_template(smollm2_path, llm):
     # SmolLM2's own template adds its default system prompt; the built-in ChatML one does not
     ask = [{"role": "user", "content": "Hi"}]
-    assert "named SmolLM" in llm.engine.chat_prompt(ask)
+    assert "named SmolLM" in llm.engine.chat_template(ask).prompt
     with Llama(str(smollm2_path), n_ctx=256, verbose=False, chat_format="chatml") as model:
-        prompt = model.engine.chat_prompt(ask)
+        prompt = model.engine.chat_template(ask).prompt
     assert prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact import AsyncLlamaEngine, GenerationParams, LlamaEngine, ModelParams
 from llamact.chat import ChatRequestError, apply_chat_template
 from llamact.chat.templates import normalized_source
 from llamact.errors import LlamaException, LlamaStateException, LlamaUnsupportedException
@@ -188,7 +188,7 @@ def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine
     """Deviation 8 in create() as in create_structured (issue 26 found create() generating
     unconstrained '{"n": 10'); upstream_compat=True generates as llama-server does."""
     async def first_async_chunk() -> None:
-        async with engine.acreate(ASK, response_format=MULTIPLE_OF) as stream:
+        async with AsyncLlamaEngine(engine).create(ASK, response_format=MULTIPLE_OF) as stream:
             await anext(aiter(stream))
 
     for call in (lambda: engine.create(ASK, response_format=MULTIPLE_OF),

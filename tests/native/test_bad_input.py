@@ -991,7 +991,7 @@ def test_engine_use_after_close(fresh_engine: LlamaEngine) -> None:
         lambda: e.tokenize("Hello"),
         lambda: e.detokenize([1, 2]),
         e.get_metadata,
-        lambda: e.chat_prompt([{"role": "user", "content": "hi"}]),
+        lambda: e.chat_template([{"role": "user", "content": "hi"}]).prompt,
     ):
         assert_closed_error(call)
     e.close()  # twice is fine

@@ -18,6 +18,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from ...engine import ChatBackend
+from ...engine.chat_completion import ChatStream
 from ...engine.chat_types import system_fingerprint
 from ...json_types import Json
 from ..lora_control import ensure_scales, request_scales, with_lora
@@ -51,7 +53,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
     loras = state.loras
     scales = request_scales(loras, lora)
 
-    def start(backend: Any) -> Any:   # on the worker: an engine, or the batch scheduler's slots
+    def start(backend: ChatBackend) -> ChatStream:   # on the worker: an engine, or the batch scheduler's slots
         ensure_scales(backend, loras, scales)
         stream = backend.create(call.request, params=call.params)
         streams.append(stream)
