@@ -1,20 +1,56 @@
-"""The server's own state: ``/health`` (503 while the one model loads; a router is healthy once it
+"""The admin family: the server's own state and controls, as llama-server answers them.
+
+**The server's state.** ``/health`` (503 while the one model loads; a router is healthy once it
 listens), ``/v1/models`` and ``/models`` (the model, or router mode's catalogue in llama-server's
 router shape), ``/props`` (GET: the model's, or the router's own without ``?model=``; POST behind
-``--props``), ``/metrics`` (llama-server's fields and metric names) and the page at ``/``."""
+``--props``), ``/metrics`` (llama-server's fields and metric names) and the page at ``/``.
+
+**Router mode's own routes**, as llama-server's router has them: ``POST /models/load`` and
+``/models/unload`` (``{"model": NAME}``), and ``GET /models/sse`` (each model's status changes as
+server-sent events ``{"model", "event": "model_status", "data": {"status"}}``). Outside router mode
+they are 404, as llama-server without a router. Answers (``models.model_router``): load and unload
+answer ``{"success": true}`` once done -- a load after the model is ready (or 503 with why it
+failed), an unload after the model's running requests have ended and it is freed (llama-server
+answers at once and loads or stops in the background; a client then polls ``/models``). A name the
+server does not know: load 404, unload 400 (llama-server's statuses and words: "model is not
+found"); load of a running model, unload of one that is not: 400 "model is already running" /
+"model is not running".
+
+**LoRA adapters.** ``GET /lora-adapters`` lists the adapters loaded with ``--lora`` /
+``--lora-scaled`` by their index (``id``), with the path as given on the command line, its scale,
+and the adapter's ``task_name`` / ``prompt_prefix`` (empty: llamact does not read those metadata
+keys). ``POST /lora-adapters`` takes a JSON array of ``{"id", "scale"}`` (llama-server's
+``parse_lora_request``: a missing or mistyped id is -1, a missing scale 0); every adapter it leaves
+out gets scale 0, as ``construct_lora_list`` does, and an id that names no adapter is ignored. As
+upstream, the new scales are the server's defaults from the next request on (``serving.lora``
+applies them when a request starts); a request's own ``lora`` field overrides them for that request.
+
+**Features this server lacks**: llama-server's routes for them, answered as llama-server answers
+them when the feature is off (so a client learns what is missing, not that the path is unknown):
+``/tools`` and ``/cors-proxy`` (the web UI's server-side tools and MCP proxy, ``--tools``,
+``--ui-mcp-proxy`` upstream) 403 ``feature_disabled``, as llama-server without those flags;
+``/v1/audio/transcriptions`` (speech to text needs an audio projector, ``--mmproj``) 501
+``not_supported_error``, as llama-server on a model without one, before reading the body (a
+multipart form upstream), so the JSON body rules do not apply.
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import AsyncIterator
 from importlib import resources
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from ..props import props_body, router_props
-from ..protocol import error_response
-from ..router import ModelRouter, model_meta
-from ..state import STATE_KEY, state_of
+from ..http.body import json_body
+from ..http.errors import RequestError, error_response, exception_response
+from ..models.model_router import ModelEntry, ModelRouter, model_meta
+from ..models.state import STATE_KEY, state_of
+from ..serving.lora import parse_lora_request
+from ..wire.task_params import f32
+from .wire import props_body, router_props
 
 __all__ = ["router"]
 
@@ -92,3 +128,102 @@ async def metrics(request: Request) -> Response:
 async def page() -> Response:
     html = resources.files("llamact.server").joinpath("static/index.html").read_text(encoding="utf-8")
     return HTMLResponse(html)
+
+
+# -- router mode's model routes -----------------------------------------------------------------------
+
+
+async def _entry(request: Request, missing_status: int) -> ModelEntry:
+    body = await json_body(request)
+    name = body.get("model") if isinstance(body, dict) else None
+    entry = _router(request).find(name) if isinstance(name, str) else None
+    if entry is None:
+        raise RequestError("model is not found", status=missing_status)
+    return entry
+
+
+def _not_a_router() -> Response:
+    return error_response("File Not Found", "not_found_error", 404)
+
+
+@router.post("/models/load")
+async def load(request: Request) -> Response:
+    models = _router(request)
+    if not models.routing:
+        return _not_a_router()
+    try:
+        await models.load(await _entry(request, 404))
+    except Exception as exc:
+        if isinstance(exc, RequestError) and exc.status == 404:
+            return error_response(str(exc), "not_found_error", 404)
+        return exception_response(exc)
+    return JSONResponse({"success": True})
+
+
+@router.post("/models/unload")
+async def unload(request: Request) -> Response:
+    models = _router(request)
+    if not models.routing:
+        return _not_a_router()
+    try:
+        await models.unload(await _entry(request, 400))
+    except Exception as exc:
+        return exception_response(exc)
+    return JSONResponse({"success": True})
+
+
+@router.get("/models/sse")
+async def events(request: Request) -> Response:
+    models = _router(request)
+    if not models.routing:
+        return _not_a_router()
+    updates = models.subscribe()
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for event in updates:
+            yield f"data: {json.dumps(event)}\n\n".encode()
+
+    return StreamingResponse(lines(), media_type="text/event-stream")
+
+
+# -- LoRA adapters ------------------------------------------------------------------------------------
+
+
+@router.get("/lora-adapters")
+async def get_lora_adapters(request: Request) -> Response:
+    state = state_of(request)
+    return JSONResponse([{"id": i, "path": path, "scale": scale, "task_name": "", "prompt_prefix": ""}
+                         for i, (path, scale) in enumerate(state.loras)])
+
+
+@router.post("/lora-adapters")
+async def post_lora_adapters(request: Request) -> Response:
+    state = state_of(request)
+    try:
+        body = await json_body(request)
+        if not isinstance(body, list):
+            return error_response("Request body must be an array")
+        config = parse_lora_request(body)
+        state.loras = [[path, f32(config.get(i, 0.0))] for i, (path, _scale) in enumerate(state.loras)]
+    except Exception as exc:
+        return exception_response(exc)
+    return JSONResponse({"success": True})
+
+
+# -- features this server lacks -----------------------------------------------------------------------
+
+
+@router.get("/tools")
+@router.post("/tools")
+@router.get("/cors-proxy")
+@router.post("/cors-proxy")
+async def feature_disabled() -> Response:
+    # llama-server's res_403: an error object without a code
+    return JSONResponse({"error": {"message": "this feature is disabled", "type": "feature_disabled"}},
+                        status_code=403)
+
+
+@router.post("/v1/audio/transcriptions")
+@router.post("/audio/transcriptions")
+async def transcriptions() -> Response:
+    return error_response("The current model does not support audio input.", "not_supported_error", 501)

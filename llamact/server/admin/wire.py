@@ -1,5 +1,6 @@
-"""``GET /props`` as llama-server writes it (``get_res_props``): the same fields, and the values a
-request gets when it leaves a field out (the server's sampling defaults: ``--temp``, ``--top-k``, ...).
+"""The admin family's wire format. ``GET /props`` as llama-server writes it (``get_res_props``): the
+same fields, and the values a request gets when it leaves a field out (the server's sampling defaults:
+``--temp``, ``--top-k``, ...: ``wire.task_params``).
 llamact adds ``chat_template_family`` (the detected family) and ``llamact``: what the engine was loaded
 with (its ``ModelParams``, as the engine holds them, and the context llama.cpp made), the thread
 count, whether the template carries tools -- how an operator reads back that a flag reached the engine.
@@ -11,71 +12,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
+from ...chat.media import MEDIA_MARKER
+from ...engine import GenerationParams, LlamaEngine
+from ...engine.chat_types import system_fingerprint
+from ..wire.task_params import task_params_json
 
-from ..chat.media import MEDIA_MARKER
-from ..engine import GenerationParams, LlamaEngine
-from ..engine.chat_types import system_fingerprint
-from ..engine.sampling import SAMPLER_NAMES
-
-__all__ = ["default_params", "f32", "props_body", "router_props"]
-
-_RANDOM_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
-
-
-def f32(value: float) -> float:
-    """A float as llama-server prints it: its float32 value, widened (0.95 -> 0.949999988079071)."""
-    return float(np.float32(value))
-
-
-def default_params(p: GenerationParams, n_predict: int) -> dict[str, Any]:
-    """``task_params::to_json(true)`` for a request that sets nothing: sampling defaults; the chat
-    parser fields are a fresh task's (a request fills them from its template)."""
-    return {
-        "seed": _RANDOM_SEED if p.seed is None else p.seed,
-        "temperature": f32(p.temperature),
-        "dynatemp_range": f32(p.dynatemp_range),
-        "dynatemp_exponent": f32(p.dynatemp_exponent),
-        "top_k": p.top_k,
-        "top_p": f32(p.top_p),
-        "min_p": f32(p.min_p),
-        "top_n_sigma": f32(p.top_n_sigma),
-        "xtc_probability": f32(p.xtc_probability),
-        "xtc_threshold": f32(p.xtc_threshold),
-        "typical_p": f32(p.typical_p),
-        "repeat_last_n": p.repeat_last_n,
-        "repeat_penalty": f32(p.repeat_penalty),
-        "presence_penalty": f32(p.presence_penalty),
-        "frequency_penalty": f32(p.frequency_penalty),
-        "dry_multiplier": f32(p.dry_multiplier),
-        "dry_base": f32(p.dry_base),
-        "dry_allowed_length": p.dry_allowed_length,
-        "dry_penalty_last_n": p.dry_penalty_last_n,
-        "mirostat": p.mirostat,
-        "mirostat_tau": f32(p.mirostat_tau),
-        "mirostat_eta": f32(p.mirostat_eta),
-        # upstream's adaptive-p sampler, which llamact does not have: its "off" values
-        "adaptive_target": f32(-1.0),
-        "adaptive_decay": f32(0.9),
-        "max_tokens": n_predict,
-        "n_predict": n_predict,
-        "n_keep": 0,
-        "n_discard": 0,
-        "ignore_eos": False,
-        "stream": False,
-        "n_probs": 0,
-        "min_keep": p.min_keep,
-        "chat_format": "Content-only",
-        "reasoning_format": "none",
-        "reasoning_in_content": False,
-        "generation_prompt": "",
-        "samplers": list(SAMPLER_NAMES),
-        "speculative.types": "none",
-        "timings_per_token": False,
-        "post_sampling_probs": False,
-        "backend_sampling": False,
-        "lora": [],
-    }
+__all__ = ["props_body", "router_props"]
 
 
 def _loaded_with(engine: LlamaEngine, tools_supported: bool) -> dict[str, Any]:
@@ -112,7 +54,8 @@ def props_body(engine: LlamaEngine, *, model_alias: str, model_path: str, n_slot
     GenerationParams defaults."""
     templates = engine.templates()
     body: dict[str, Any] = {
-        "default_generation_settings": {"params": default_params(GenerationParams(**(sampling or {})), n_predict),
+        "default_generation_settings": {"params": task_params_json(GenerationParams(**(sampling or {})),
+                                                                   n_predict=n_predict),
                                         "n_ctx": engine.n_ctx // max(1, n_slots)},
         "total_slots": n_slots,
         "model_alias": model_alias,

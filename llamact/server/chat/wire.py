@@ -1,146 +1,87 @@
-"""The server's wire format: HTTP bodies read into requests, results written as llama-server's JSON.
+"""The chat family's wire format: a ``/v1/chat/completions`` body read into a ``ChatCall``; the
+Responses and Messages bodies are read through it too (``responses.wire``, ``messages.wire``).
 
     read_chat(body, defaults) -> ChatCall              a ChatRequest, its GenerationParams, stream flags
-    (raw completion bodies: ``server.completion_body``; their answers: ``oai_completion``, ``native_completion``)
-    error_body(message, kind, code) / exception_response(exc)     llama-server's error shape
+    check_messages(messages)                           llama-server's checks of the messages, with its words
 
-What enters: the decoded JSON body and the server's defaults (``ServerSettings``), read as llama-server
-reads them (``oaicompat_chat_params_parse`` in tools/server/server-common.cpp, ``params_from_json_cmpl``
-for the sampling fields). The chat fields are one table of (body field -> ``ChatRequest`` option,
-reader); the request's own checks (tools with a grammar, json_schema with a grammar, the
-``enable_thinking`` kwarg, ``reasoning_effort: "none"``, ...) run once, in ``ChatRequest``.
+What enters: the decoded JSON body and the server's defaults (``wire.request.RequestDefaults``), read
+as llama-server reads them (``oaicompat_chat_params_parse`` in tools/server/server-common.cpp,
+``params_from_json_cmpl`` for the sampling fields). The chat fields are one table of (body field ->
+``ChatRequest`` option, reader); the request's own checks (tools with a grammar, json_schema with a
+grammar, the ``enable_thinking`` kwarg, ``reasoning_effort: "none"``, ...) run once, in ``ChatRequest``.
+The answer is the engine's (``ChatCompletion.to_openai``, ``ChatChunk.to_openai``).
 
-What leaves: ``ChatCall``; responses in OpenAI's shape. Errors: a field the server
-refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's message where upstream has
-one); ``exception_response`` answers as llama-server does (``error_kind``): a request error or an
-unsupported request 400 ``invalid_request_error``, a prompt that does not fit 400
-``exceed_context_size_error``, anything else 500 ``server_error``. A grammar that does not parse or is
-over a limit (``grammar.limits``) is the request's fault, wherever it was made: 400.
+Before the chat parser, the messages get llama-server's own checks (``check_messages``): a
+non-assistant message needs ``content``, an assistant one ``content`` or ``tool_calls``, content is a
+string, null or a list of parts, and a part is text or a media part the model must be able to take.
+Those errors reach a client with llama-server's words ("All non-assistant messages must contain
+'content'", "unsupported content[].type"); llamact's parser (``chat.oai``) words the same refusals
+its own way, so the server says them first. A media part the model cannot take (no projector, or one
+without that modality; video always: mtmd is built without it) is refused with its words, as a 400
+where it answers 500 (docs/design.md deviation 12).
+
+Errors: a field the server refuses raises ``RequestError`` (a ``LlamaRequestException``, upstream's
+message where upstream has one), answered 400 by ``http.errors``.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from fastapi.responses import JSONResponse
-
-from ..chat.request import ChatRequest
-from ..engine import GenerationParams
-from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
-from ..errors import (
-    LlamaContextException,
-    LlamaException,
-    LlamaInferenceException,
-    LlamaRequestException,
-    LlamaUnsupportedException,
-)
-from ..grammar.enforcement import refuse_unenforced
-from ..grammar.gbnf import GbnfError
-from ..grammar.limits import GrammarLimitError, check_grammar_limits
-from .fields import Vocabulary, read_bool, read_number, sampling_fields
-from .message_checks import check_messages
+from ...chat.request import ChatRequest
+from ...engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
+from ...errors import LlamaException, LlamaRequestException
+from ..http.errors import RequestError
+from ..wire.fields import read_bool
+from ..wire.request import ChatCall, RequestDefaults, check_grammar, generation_params
 
 Json = Any
-log = logging.getLogger("llamact.server")
 
-__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "RequestError", "check_grammar", "error_body",
-           "error_response", "exception_response", "generation_params", "read_chat", "refuse_unenforced_schema",
-           "released_entry", "without_stop_entries"]
+__all__ = ["MEDIA_REFUSALS", "check_messages", "read_chat"]
 
 
-class RequestError(LlamaRequestException):
-    """A request the server refuses as it stands (HTTP 400, or ``status``: 413 too large, 415 not JSON)."""
+# -- the messages' checks ---------------------------------------------------------------------------
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class RequestDefaults:
-    """What a request gets for the fields it leaves out (the server's command line)."""
-
-    model_name: str = ""
-    n_predict: int = -1
-    reasoning_format: str = "deepseek"
-    enable_thinking: bool = True
-    # upstream's default for a request without the field: the template's caps
-    parallel_tool_calls: bool = False
-    # accept a response schema with keywords the grammar cannot enforce (llama-server's way)
-    lenient_schemas: bool = False
-    # the model's vocabulary, for the fields that need it (logit_bias text, ignore_eos); the slots
-    # (llama-server's bound on a request's n)
-    vocabulary: Vocabulary | None = None
-    n_parallel: int = 1
-    # the server's sampling defaults (``ServerSettings.sampling_defaults``: --temp, --top-k, ...) and
-    # the variables every template sees (--chat-template-kwargs; a request's own win)
-    sampling: Mapping[str, Any] = field(default_factory=dict)
-    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    # media content parts the model takes (its projector's: --mmproj)
-    allow_image: bool = False
-    allow_audio: bool = False
-    # a request's "speculative.types" as llama-server reports it ("none" without speculation)
-    speculative_types: str = "none"
+_HINT = " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+MEDIA_REFUSALS = {"image_url": "image" + _HINT, "input_audio": "audio" + _HINT,
+                  "input_video": "video" + _HINT, "video_url": "video" + _HINT}
 
 
-LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
+def _role(message: Json) -> str:
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else ""
 
 
-@dataclass(frozen=True)
-class ChatCall:
-    """A chat completion body: the request, its generation settings, how to answer."""
-
-    request: ChatRequest
-    params: GenerationParams
-    stream: bool
-    include_usage: bool
-
-
-# -- errors ---------------------------------------------------------------------------------------
-
-
-def error_body(message: str, kind: str, code: int) -> Json:
-    return {"error": {"code": code, "message": message, "type": kind}}
-
-
-def error_response(message: str, kind: str = "invalid_request_error", code: int = 400) -> JSONResponse:
-    return JSONResponse(error_body(message, kind, code), status_code=code)
-
-
-def error_kind(exc: BaseException) -> tuple[str, int]:
-    """llama-server's error type and status for a request that failed (``ex_wrapper``: its
-    ``std::invalid_argument`` is 400, any other exception 500). A malformed request, and one asking for
-    what the template or the schema converter cannot do (upstream's converter and autoparser throw
-    ``invalid_argument`` there), are 400 ``invalid_request_error``; a prompt too long 400
-    ``exceed_context_size_error``; everything else -- a template that fails to render in a family's
-    handler, a failed decode, a bug -- 500 ``server_error``. A ``RecursionError`` (a body nested
-    deeper than some code below can follow) is 400 too. (llama-server's 501 says a server lacks a
-    route's capability; a route answers that itself.)"""
-    if isinstance(exc, RequestError):
-        return "unavailable_error" if exc.status == 503 else "invalid_request_error", exc.status
-    if isinstance(exc, LlamaInferenceException) and exc.details.get("sampler") == "Grammar" \
-            and exc.message.startswith("llama.cpp rejected"):   # a grammar it refuses ("a"**: left recursion)
-        return "invalid_request_error", 400
-    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError, RecursionError)):
-        return "invalid_request_error", 400
-    if isinstance(exc, LlamaContextException):
-        return "exceed_context_size_error", 400
-    return "server_error", 500
-
-
-def exception_response(exc: BaseException) -> JSONResponse:
-    """The answer to a request that failed before its first event (see the module docstring)."""
-    kind, code = error_kind(exc)
-    if isinstance(exc, RecursionError):   # the last line of defence behind the body's depth limit
-        return error_response("the request is nested too deeply for the server to read it", kind, code)
-    if not isinstance(exc, LlamaException):
-        log.exception("request failed", exc_info=exc)
-        return error_response(f"{type(exc).__name__}: {exc}", kind, code)
-    return error_response(str(exc), kind, code)
+def check_messages(messages: list[Json], *, allow_image: bool = False, allow_audio: bool = False) -> None:
+    """Raise ``LlamaRequestException`` (400 on the server) for the first message llama-server refuses;
+    ``allow_image`` / ``allow_audio``: the server's projector takes that kind of media part."""
+    allowed = {kind for kind, ok in (("image_url", allow_image), ("input_audio", allow_audio)) if ok}
+    for message in messages:
+        keys = message.keys() if isinstance(message, dict) else ()
+        role = _role(message)
+        if role != "assistant" and "content" not in keys:
+            raise LlamaRequestException("All non-assistant messages must contain 'content'")
+        if role == "assistant":
+            if "content" not in keys and "tool_calls" not in keys:
+                raise LlamaRequestException("Assistant message must contain either 'content' or 'tool_calls'!")
+            if "content" not in keys:
+                continue
+        content = message["content"]
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            raise LlamaRequestException("Expected 'content' to be a string or an array")
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            kind = kind if isinstance(kind, str) else ""
+            if kind in allowed:
+                continue
+            if kind in MEDIA_REFUSALS:
+                raise LlamaRequestException(MEDIA_REFUSALS[kind])
+            if kind != "text":
+                raise LlamaRequestException("unsupported content[].type")
 
 
 # -- field readers ----------------------------------------------------------------------------------
@@ -216,27 +157,6 @@ _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
 )
 
 
-def generation_params(body: Json, defaults: RequestDefaults) -> GenerationParams:
-    """The sampling and stopping fields of a chat or completion body, through llama-server's field
-    table (``server.fields``: types, clamps and hard limits as upstream has them)."""
-    values = sampling_fields(body, defaults.vocabulary, defaults.n_parallel)
-    n_predict = values.pop("max_tokens", defaults.n_predict)
-    values["max_tokens"] = n_predict if n_predict >= 0 else -1
-    if body.get("post_sampling_probs") is True:   # probabilities after the sampler chain: not computed here
-        raise RequestError("'post_sampling_probs' is not supported: llamact's logprobs are those of the raw "
-                           "logits (llama-server's default)")
-    if body.get("n_probs") is not None:   # llama-server's own field: each token's top n_probs alternatives
-        n_probs = int(read_number(body, "n_probs", "int"))
-        if n_probs > MAX_TOP_LOGPROBS:
-            raise RequestError(f"'n_probs' above {MAX_TOP_LOGPROBS} is not supported")
-        if n_probs > 0:
-            values["logprobs"], values["top_logprobs"] = True, n_probs
-    try:
-        return GenerationParams(**{**defaults.sampling, **values})
-    except LlamaException as exc:
-        raise RequestError(str(exc)) from exc
-
-
 def _stream(body: Json) -> bool:
     return read_bool(body, "stream") if body.get("stream") is not None else False
 
@@ -268,19 +188,6 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
     return {}
 
 
-def check_grammar(text: str, field: str = "grammar") -> str:
-    """A grammar from a request, checked before any generation: llama-server answers one that does not
-    parse with 400 ("Failed to parse grammar"); llamact's front end says where, and refuses one over
-    the server's grammar limits (``grammar.limits``) with the limit's name."""
-    try:
-        check_grammar_limits(text)
-    except GrammarLimitError as exc:
-        raise RequestError(f"'{field}': {exc}") from None
-    except GbnfError as exc:
-        raise RequestError(f"Failed to parse grammar ('{field}'): {exc}") from None
-    return text
-
-
 def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     """A ``/v1/chat/completions`` (or ``/apply-template``) body."""
     if not isinstance(body, dict):
@@ -309,32 +216,3 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     params = generation_params(body, defaults)
     return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
-
-
-def refuse_unenforced_schema(request: ChatRequest, defaults: RequestDefaults) -> None:
-    """Deviation 8 on the server: a generation whose response schema the grammar cannot hold is
-    refused (400) unless the server was started lenient."""
-    if not defaults.lenient_schemas:
-        refuse_unenforced(request.inputs.json_schema, LENIENT_REMEDY)
-
-
-# -- responses --------------------------------------------------------------------------------------
-
-
-def without_stop_entries(entries: list[Any], stop_string: str | None,
-                         tokenize: Callable[..., list[int]]) -> list[Any]:
-    """A reply not streamed that a stop string ended: llama-server leaves out as many logprobs entries
-    as the stop string has tokens, whatever tokens the model actually used."""
-    if not entries or stop_string is None:
-        return entries
-    n_stop = len(tokenize(stop_string, add_special=False, parse_special=False))
-    return entries[:max(0, len(entries) - n_stop)]
-
-
-def released_entry(chunk: Any) -> Json:
-    """A raw completion's logprobs entry as llama-server writes it: the sampled token's ``token`` and
-    ``bytes`` are the text its event released (a whole character for a token that completed one, ""
-    while a stop string may be starting), its alternatives their own pieces."""
-    entry = chunk.logprob.to_openai()
-    entry["token"], entry["bytes"] = chunk.text, list(chunk.text.encode("utf-8"))
-    return entry

@@ -13,13 +13,12 @@ from fastapi.responses import JSONResponse, Response
 
 from ...engine.chat_completion import completion_id
 from ...engine.chat_types import system_fingerprint
-from ..completion_body import read_completion
-from ..lora_control import with_lora
-from ..oai_completion import CompletionBody, merged
-from ..protocol import exception_response
-from ..state import state_of
-from .body import json_body
-from .raw_run import PromptRun, prompt_runs, run_streamed, run_whole
+from ..http.body import json_body
+from ..http.errors import exception_response
+from ..models.state import state_of
+from ..serving.lora import with_lora
+from ..serving.raw import PromptRun, prompt_runs, run_streamed, run_whole
+from .wire import CompletionBody, merged, read_completion
 
 __all__ = ["router"]
 

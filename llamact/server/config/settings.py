@@ -1,4 +1,4 @@
-"""``llamact serve``'s settings: one table (``ServerSettings``: each field a row, ``server.options``)
+"""``llamact serve``'s settings: one table (``ServerSettings``: each field a row, ``config.options``)
 read from command-line flags over ``LLAMACT_*`` environment variables over a JSON config file over
 the defaults (pydantic-settings).
 
@@ -9,7 +9,7 @@ Adding a setting is adding one row: ``name: T = option(default, "-x", "--long-na
 model="ModelParams field" | sampling="GenerationParams field", scope=MODEL | SERVER)``. The flag, the
 variable ``LLAMACT_NAME`` and the config key ``name`` follow; a ``model=`` row reaches the engine through
 ``model_params()``, a ``sampling=`` row every request's defaults (and ``/props``). Router mode
-(``server.catalogue``) gives each model its own ``ServerSettings``: the model's section over the
+(``models.catalogue``) gives each model its own ``ServerSettings``: the model's section over the
 config file's top level, under the flags and the environment.
 What is raised: ``LlamaException`` for a config file that cannot be read, pydantic's
 ``ValidationError`` (a ``ValueError``) for a value out of range or of the wrong type.
@@ -25,11 +25,11 @@ from typing import Annotated, Any, Literal
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ..engine import GenerationParams, ModelParams
-from ..engine.speculative.params import speculative_params
-from ..errors import LlamaException
-from ..grammar import limits
-from ..grammar.gbnf import MAX_PARSE_DEPTH
+from ...engine import GenerationParams, ModelParams
+from ...engine.speculative.params import speculative_params
+from ...errors import LlamaException
+from ...grammar import limits
+from ...grammar.gbnf import MAX_PARSE_DEPTH
 from .options import MODEL, SERVER, option, rows, split_list
 
 __all__ = ["MODEL_FIELDS", "SERVER_FIELDS", "ServerSettings", "file_problem", "load_settings", "read_config_file",
@@ -240,7 +240,7 @@ class ServerSettings(BaseSettings):
     spec_ngram_mod_n_max: int | None = option(None, "--spec-ngram-mod-n-max", help="ngram-mod: most tokens drafted")
     spec_grammar_n_max: int | None = option(None, "--spec-grammar-n-max",
                                             help="grammar: most forced tokens drafted at once (llamact's own)")
-    # -- embeddings (server.embeddings_api) ---------------------------------------------------------
+    # -- embeddings (embeddings.wire) ---------------------------------------------------------
     embeddings: bool = option(False, "--embedding", "--embeddings",
                               help="accepted as llama-server's flag: the embedding routes are served without it")
     pooling: Literal["none", "mean", "cls", "last", "rank"] | None = option(
@@ -254,7 +254,7 @@ class ServerSettings(BaseSettings):
     slots: bool = option(True, "--slots", negative=("--no-slots",), scope=SERVER,
                          help="answer GET /slots (the default)")
     props: bool = option(False, "--props", scope=SERVER, help="accept POST /props (refused without it)")
-    # -- the network edge (server.edge) -------------------------------------------------------------
+    # -- the network edge (http.edge) -------------------------------------------------------------
     host: str = option("127.0.0.1", "--host", scope=SERVER, help="address to listen on")
     port: int = option(8080, "--port", scope=SERVER, ge=0, le=65535, help="port (0 picks a free one)")
     api_key: Strings = option((), "--api-key", scope=SERVER, metavar="KEY",
@@ -290,7 +290,7 @@ class ServerSettings(BaseSettings):
                                            scope=SERVER, ge=1, help="most alternatives one grammar position opens")
     grammar_max_elements: int = option(limits.DEFAULT_MAX_ELEMENTS, "--grammar-max-elements", scope=SERVER, ge=1,
                                        help="largest grammar after expanding repetitions, in elements")
-    # -- the router (server.router) -----------------------------------------------------------------
+    # -- the router (models.model_router) -----------------------------------------------------------------
     models_dir: Path | None = option(None, "--models-dir", scope=SERVER, metavar="PATH",
                                      help="serve every GGUF in this directory, loaded on demand (router mode)")
     models_preset: Path | None = option(None, "--models-preset", scope=SERVER, metavar="FNAME",
@@ -300,7 +300,7 @@ class ServerSettings(BaseSettings):
                              help="models loaded at once (0: no limit); the least recently used idle one goes")
     models_autoload: bool = option(True, "--models-autoload", negative=("--no-models-autoload",), scope=SERVER,
                                    help="load a model when a request names it")
-    # -- logs (server.logs) -------------------------------------------------------------------------
+    # -- logs (http.logs) -------------------------------------------------------------------------
     log_format: Literal["text", "json"] = option("text", "--log-format", scope=SERVER,
                                                  help="the log's lines: text, or one JSON object each")
     log_prompts: bool = option(False, "--log-prompts", scope=SERVER,
@@ -353,10 +353,10 @@ class ServerSettings(BaseSettings):
     def model_path(self) -> Path:
         """The model's file (an ``hf://`` address downloaded first, or found in the hub's cache)."""
         if self.model is not None:
-            from ..hub import resolve_model_path
+            from ...hub import resolve_model_path
 
             return resolve_model_path(self.model)
-        from ..models import smollm2_path
+        from ...models import smollm2_path
 
         return smollm2_path()
 
@@ -421,7 +421,7 @@ def load_settings(flags: dict[str, Any], config_file: Path | None = None, *,
                   file_values: dict[str, Any] | None = None) -> ServerSettings:
     """``flags`` (the options given on the command line, None for those left out) over the
     environment over ``config_file`` (a JSON object of the same names; its ``models`` entry is the
-    router's, ``server.catalogue``) or ``file_values`` when given."""
+    router's, ``models.catalogue``) or ``file_values`` when given."""
     if file_values is None:
         file_values = read_config_file(config_file) if config_file is not None else {}
     file_values = {k: v for k, v in file_values.items() if k != "models"}

@@ -23,7 +23,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..embeddings_api import (
+from ..http.body import json_body
+from ..http.errors import RequestError, error_response, exception_response
+from ..http.sse import DISCONNECT_POLL_S, run_to_end
+from ..models.state import ServerState, state_of
+from ..runners.worker import EngineWorker
+from ..serving.tokens import bounded_tokenizer
+from .wire import (
     EMPTY_INPUT,
     NO_EMBEDDINGS_OAI,
     NO_RERANKING,
@@ -38,12 +44,6 @@ from ..embeddings_api import (
     read_rerank,
     rerank_body,
 )
-from ..prompts import bounded_tokenizer
-from ..protocol import RequestError, error_response, exception_response
-from ..sse import DISCONNECT_POLL_S, run_to_end
-from ..state import ServerState, state_of
-from ..worker import EngineWorker
-from .body import json_body
 
 __all__ = ["router"]
 

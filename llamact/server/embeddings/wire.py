@@ -1,5 +1,5 @@
-"""The embedding and rerank routes' wire format: bodies read as llama-server reads them, vectors and
-scores written in its shapes.
+"""The embeddings family's wire format (the embedding and rerank routes): bodies read as llama-server
+reads them, vectors and scores written in its shapes.
 
     call = read_embeddings(body, oai=True, default_normalize=2)   # /v1/embeddings (False: /embeddings)
     tokens = prompt_tokens(tokenize, call.prompts[i])            # one input's tokens
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .protocol import RequestError
+from ..http.errors import RequestError
 
 Json = Any
 Prompt = str | list[str | int]   # text, or text and token ids in order

@@ -27,11 +27,11 @@ from typing import Any
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 
-from ..logs import BODY_KEY
-from ..protocol import RequestError
-from ..state import server_settings
+from ..config.settings import ServerSettings
+from .errors import RequestError
+from .logs import BODY_KEY
 
-__all__ = ["json_body", "nesting_depth"]
+__all__ = ["json_body", "nesting_depth", "server_settings"]
 
 OFF_LOOP_BYTES = 1 << 20   # bodies above this are scanned and decoded on a thread
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)   # a JSON string (brackets inside do not count)
@@ -86,6 +86,12 @@ def _decode(raw: bytes, max_depth: int) -> Any:
 
 
 _SIZE_KEY = "llamact.body_size"
+
+
+def server_settings(request: Request) -> ServerSettings:
+    """The server's own settings (its limits, its edge): the app's model router holds them."""
+    settings: ServerSettings = request.app.state.llamact.settings
+    return settings
 
 
 async def json_body(request: Request, read: Callable[..., Any] | None = None, *args: Any) -> Any:

@@ -32,9 +32,9 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 
-from ..errors import LlamaException
-from .protocol import error_response
-from .settings import ServerSettings, read_text_file
+from ...errors import LlamaException
+from ..config.settings import ServerSettings, read_text_file
+from .errors import error_response
 
 __all__ = ["PUBLIC_PATHS", "KeyGuard", "Prefix", "api_keys", "cors_middleware", "key_matches"]
 

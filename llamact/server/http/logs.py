@@ -24,8 +24,8 @@ from typing import Any
 
 __all__ = ["BODY_KEY", "MODEL_KEY", "AccessLog", "ServerLog", "note_usage"]
 
-MODEL_KEY = "llamact.model"   # the request scope's entry naming its model (server.dispatch)
-BODY_KEY = "llamact.body"     # its parsed JSON body, once read (routes/body.py)
+MODEL_KEY = "llamact.model"   # the request scope's entry naming its model (models.dispatch)
+BODY_KEY = "llamact.body"     # its parsed JSON body, once read (http/body.py)
 _USAGE: ContextVar[dict[str, int] | None] = ContextVar("llamact_usage", default=None)
 _QUIET_PATHS = frozenset({"/health", "/v1/health"})
 _PROMPT_FIELDS = ("messages", "prompt", "input", "system", "content", "input_prefix", "input_suffix")
@@ -113,7 +113,7 @@ class ServerLog:
     def model_loaded(self, state: Any, seconds: float, aliases: tuple[str, ...] = (), other_threads: int = 0) -> None:
         """The model's lines once loaded: file and context, slots, template, backends, threads
         (``other_threads``: those of the models already loaded, which decode on the same cores)."""
-        from .. import build_info
+        from ... import build_info
 
         engine, settings = state.engine, state.settings
         name = state.model_name

@@ -2,10 +2,10 @@
 
     first = await first_item(job)                          # errors raised here become HTTP errors
     return event_stream(job, first, render)                # data: {...} events, then data: [DONE]
-    return event_stream(job, first, render, ANTHROPIC_FRAMING)   # a route's own framing (server.anthropic_stream)
+    return event_stream(job, first, render, ANTHROPIC_FRAMING)   # a route's own framing (messages.stream)
     result = await run_to_end(job, request, on_item)       # a reply not streamed
 
-What enters: a ``Job`` (``server.worker``) and, for a stream, a ``render(item)`` that gives the JSON
+What enters: a ``Job`` (``runners.job``) and, for a stream, a ``render(item)`` that gives the JSON
 events of one item. What leaves: llama-server's event stream -- ``data: <json>`` per event, ``data:
 [DONE]`` at the end, or an error event (``{"error": ...}``, ``server_error``) when the stream fails
 after its first event (``OPENAI_FRAMING``; a route with another framing passes its ``Framing``: the
@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from ..errors import LlamaException
-from .protocol import RequestError, error_body, error_kind
-from .worker import Job
+from ...errors import LlamaException
+from ..runners.job import Job
+from .errors import SERVER_ERROR, RequestError, error_answer, error_body
 
 Json = Any
 log = logging.getLogger("llamact.server")
@@ -157,13 +157,15 @@ def event_stream(job: Job, first: First, render: Render, framing: Framing = OPEN
                 yield framing.done
         except RequestError as exc:   # the server stopped it (shutting down), or a later prompt is refused
             finished = True
-            yield framing.error(error_body(str(exc), *error_kind(exc))["error"])
+            code, error_type = error_answer(exc)
+            yield framing.error(error_body(str(exc), error_type, code)["error"])
         except Exception as exc:   # after the first event: the stream ends with an error event
             finished = True
             if not isinstance(exc, LlamaException):
                 log.exception("a stream failed", exc_info=exc)
+            code, error_type = SERVER_ERROR   # whatever its kind: the answer has begun (llama-server's way)
             yield framing.error(error_body(str(exc) if isinstance(exc, LlamaException) else
-                                           f"{type(exc).__name__}: {exc}", "server_error", 500)["error"])
+                                           f"{type(exc).__name__}: {exc}", error_type, code)["error"])
         finally:
             if not finished:   # the client went away: free the slot
                 current.cancel()

@@ -1,7 +1,7 @@
 """``POST /v1/messages`` (Anthropic's Messages API) and ``POST /v1/messages/count_tokens``, as
-llama-server answers them: the body becomes a chat request (``server.anthropic_api``), runs on the
-chat path, and is answered as a ``message`` or streamed as Anthropic's events
-(``server.anthropic_stream``). Errors keep llama-server's OpenAI shape, as it does on these routes."""
+llama-server answers them: the body becomes a chat request (``messages.wire``), runs on the
+chat path (``serving.chat``), and is answered as a ``message`` or streamed as Anthropic's events
+(``messages.stream``). Errors keep llama-server's OpenAI shape, as it does on these routes."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..anthropic_api import message_json, read_messages
-from ..anthropic_stream import ANTHROPIC_FRAMING, AnthropicEvents
-from ..lora_control import with_lora
-from ..prompts import count_chat_prompt
-from ..protocol import exception_response
-from ..state import state_of
-from .body import json_body
-from .chat import answer_chat
+from ..http.body import json_body
+from ..http.errors import exception_response
+from ..models.state import state_of
+from ..serving.chat import answer_chat
+from ..serving.lora import with_lora
+from ..serving.tokens import count_chat_prompt
+from .stream import ANTHROPIC_FRAMING, AnthropicEvents
+from .wire import message_json, read_messages
 
 __all__ = ["router"]
 

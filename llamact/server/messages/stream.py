@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .anthropic_api import stop_reason, usage_json
-from .sse import Framing
+from ..http.sse import Framing
+from .wire import stop_reason, usage_json
 
 Json = Any
 Event = tuple[str, Json]

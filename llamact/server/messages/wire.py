@@ -1,5 +1,6 @@
-"""Anthropic's Messages API on the chat path: a ``/v1/messages`` body read as llama-server reads it,
-and the whole reply written in its shape.
+"""The Messages family's wire format (Anthropic's Messages API on the chat path): a ``/v1/messages``
+body read as llama-server reads it, and the whole reply written in its shape (the stream:
+``messages.stream``).
 
     call = read_messages(body, defaults)       # a ChatCall, as read_chat gives for /v1/chat/completions
     message_json(completion, id, model, stop_string) -> {"id", "type": "message", "content": [...], ...}
@@ -11,9 +12,9 @@ that as any chat request. ``to_chat_body`` is that rewrite, rule for rule and wi
 the listed fields reach the chat body, so ``seed`` or ``cache_prompt`` on this route do nothing), then
 ``read_chat`` reads the result, so every check and error of the chat route applies. Two differences,
 both llamact's rules elsewhere: a body llama-server refuses with 500 ("'messages' is required", an
-image without a multimodal model: ``server.message_checks``) is a 400 with its text (docs/design.md deviation 12), and
-``tool_choice: {"type": "tool", "name": N}`` forces a call of N (deviation 9) where llama-server
-reads it as "required" (any tool).
+image without a multimodal model: ``chat.wire.check_messages``) is a 400 with its text
+(docs/design.md deviation 12), and ``tool_choice: {"type": "tool", "name": N}`` forces a call of N
+(deviation 9) where llama-server reads it as "required" (any tool).
 
 What leaves: the reply as ``to_json_anthropic`` writes it (server-task.cpp): a thinking block (empty
 signature), a text block, one tool_use block per call; ``stop_reason`` "end_turn" / "tool_use" for an
@@ -27,7 +28,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .protocol import ChatCall, RequestDefaults, RequestError, read_chat
+from ..chat.wire import read_chat
+from ..http.errors import RequestError
+from ..wire.request import ChatCall, RequestDefaults
 
 Json = Any
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import LlamaException
-from .options import rows, split_list
-from .settings import MODEL_FIELDS, ServerSettings, load_settings, read_config_file
+from ...errors import LlamaException
+from ..config.options import rows, split_list
+from ..config.settings import MODEL_FIELDS, ServerSettings, load_settings, read_config_file
 
 __all__ = ["Catalogue", "ModelSpec", "is_router", "read_catalogue"]
 

@@ -25,10 +25,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Match
 
-from .logs import MODEL_KEY
-from .protocol import RequestError, error_response, exception_response
-from .router import ModelRouter
-from .routes.body import json_body
+from ..http.body import json_body
+from ..http.errors import RequestError, error_response, exception_response
+from ..http.logs import MODEL_KEY
+from .model_router import ModelRouter
 from .state import STATE_KEY
 
 __all__ = ["MODEL_FREE_PATHS", "Dispatch"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from ..engine.speculative import SpecTotals
-from .logs import note_usage
+from ...engine.speculative import SpecTotals
+from ..http.logs import note_usage
 
 __all__ = ["Metrics"]
 

@@ -19,7 +19,7 @@ rules, all on the event loop's thread under one ``asyncio.Condition``:
 * loading and unloading run on threads (``ServerState.load`` / ``close``), never on the event loop.
 
 One model (``-m``) is the router's degenerate case: one entry, loaded at start in the background, never
-unloaded; until it is loaded its requests are answered 503 (``server.dispatch``) rather than held.
+unloaded; until it is loaded its requests are answered 503 (``models.dispatch``) rather than held.
 Raised by ``lease``: ``RequestError`` 503 for a model that failed to load, 400 for one not loaded with
 ``--no-models-autoload``. Status changes are published to ``/models/sse`` listeners (``subscribe``).
 """
@@ -32,10 +32,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..config.options import MODEL, rows
+from ..config.settings import ServerSettings
+from ..http.errors import RequestError
 from .catalogue import Catalogue, ModelSpec
-from .options import MODEL, rows
-from .protocol import RequestError
-from .settings import ServerSettings
 from .state import ServerState
 
 __all__ = ["ModelEntry", "ModelRouter"]

@@ -2,13 +2,13 @@
 runs requests on it, the request defaults, and what ``/props`` and ``/metrics`` report.
 
     state = ServerState(settings, name); state.load(); ...; state.close()
-    state_of(request) -> ServerState          in a route: the model the request was given (``server.dispatch``)
+    state_of(request) -> ServerState          in a route: the model the request was given (``models.dispatch``)
 
-``load()`` runs once per loading (``server.router``: at start-up in the background with one model, on
+``load()`` runs once per loading (``models.model_router``: at start-up in the background with one model, on
 demand in router mode); with ``--parallel N`` > 1 requests run on a ``BatchScheduler``'s N slots
 through a ``SlotRunner``, else one at a time on the engine through an ``EngineWorker``. It also asks
 the template once whether it can carry tools (``tools_supported``: a request with one tool gets a
-tool-call grammar), which the chat route's tool policy reads (``routes/chat.py``).
+tool-call grammar), which the chat route's tool policy reads (``serving/tool_policy.py``).
 """
 
 from __future__ import annotations
@@ -21,22 +21,24 @@ from typing import Any
 
 from fastapi import Request
 
-from ..chat import ChatTemplates, supports_enable_thinking
-from ..engine import LlamaEngine
-from ..engine.batched import BatchScheduler
-from ..errors import LlamaException
-from ..grammar.limits import set_default_limits
-from .fields import Vocabulary
+from ...chat import ChatTemplates, supports_enable_thinking
+from ...engine import LlamaEngine
+from ...engine.batched import BatchScheduler
+from ...errors import LlamaException
+from ...grammar.limits import set_default_limits
+from ..config.settings import ServerSettings
+from ..http.errors import RequestError
+from ..runners.slot_runner import SlotRunner
+from ..runners.worker import EngineWorker
+from ..wire.fields import Vocabulary
+from ..wire.request import RequestDefaults
+from ..wire.task_params import f32
 from .metrics import Metrics
-from .protocol import RequestDefaults, RequestError
-from .settings import ServerSettings
-from .slot_info import SlotTasks, f32
-from .slots import SlotRunner
-from .worker import EngineWorker
+from .slot_tasks import SlotTasks
 
 log = logging.getLogger("llamact.server")
 
-__all__ = ["STATE_KEY", "ServerState", "server_settings", "state_of"]
+__all__ = ["STATE_KEY", "ServerState", "state_of"]
 
 STATE_KEY = "llamact.state"   # the request scope's entry holding its model's ServerState
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
@@ -63,7 +65,7 @@ class ServerState:
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
         self.warned_tools = False             # the log has said that it does not
-        self.log: Any = None                  # the server's log (server.logs), for warnings about requests
+        self.log: Any = None                  # the server's log (http.logs), for warnings about requests
 
     @property
     def loaded(self) -> bool:
@@ -165,13 +167,7 @@ def _template_takes_tools(engine: LlamaEngine) -> bool:
     return bool(result.grammar)
 
 
-def server_settings(request: Request) -> ServerSettings:
-    """The server's own settings (its limits, its edge): the app's router holds them."""
-    settings: ServerSettings = request.app.state.llamact.settings
-    return settings
-
-
 def state_of(request: Request) -> ServerState:
-    """The model a request was given (``server.dispatch`` puts it in the request's scope)."""
+    """The model a request was given (``models.dispatch`` puts it in the request's scope)."""
     state: ServerState = request.scope[STATE_KEY]
     return state

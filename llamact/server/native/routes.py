@@ -1,4 +1,4 @@
-"""llama-server's own completion routes, in its own shape (``server.native_completion``):
+"""llama-server's own completion routes, in its own shape (``native.wire``):
 ``POST /completion`` and ``/completions`` (raw prompts: text, token ids, both mixed, several) and
 ``POST /infill`` (fill in the middle, for a model with FIM tokens; 501 otherwise, as upstream).
 
@@ -14,15 +14,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..completion_body import CompletionCall, read_completion
-from ..infill import infill_tokens, missing_fim_tokens, read_infill
-from ..lora_control import parse_lora_field, with_lora
-from ..native_completion import NativeCompletion, generation_settings
-from ..protocol import error_response, exception_response
-from ..sse import NATIVE_FRAMING
-from ..state import ServerState, state_of
-from .body import json_body
-from .raw_run import PromptRun, prompt_runs, run_streamed, run_whole
+from ..completions.wire import CompletionCall, read_completion
+from ..http.body import json_body
+from ..http.errors import error_response, exception_response
+from ..http.sse import NATIVE_FRAMING
+from ..models.state import ServerState, state_of
+from ..serving.lora import parse_lora_field, with_lora
+from ..serving.raw import PromptRun, prompt_runs, run_streamed, run_whole
+from .wire import NativeCompletion, generation_settings, infill_tokens, missing_fim_tokens, read_infill
 
 __all__ = ["router"]
 

@@ -1,16 +1,11 @@
-"""A chat completion written as an OpenAI Responses answer, as llama-server writes it at the pin
-(server-task.cpp: ``to_json_oaicompat_resp``, ``to_json_oaicompat_resp_stream`` and the partial
-results' ``to_json_oaicompat_resp``).
+"""A chat completion streamed as an OpenAI Responses answer, as llama-server writes it at the pin
+(server-task.cpp: ``to_json_oaicompat_resp_stream`` and the partial results' ``to_json_oaicompat_resp``;
+the answer not streamed, and the ids and items both share: ``responses.wire``).
 
-    ids = ResponseIds()
-    response_json(completion, ids, model) -> the ``response`` object of a reply not streamed
     events = ResponseEvents(ids, model); events.of(chunk, message) -> the named events of one chunk
 
-What enters: the chat path's ``ChatCompletion`` (not streamed) or its ``ChatChunk`` values (streamed)
-with the final ``ChatMessage``. What leaves, not streamed: output items -- a ``reasoning`` item with the
-thought, a ``message`` with one ``output_text`` part, a ``function_call`` per call (``fc_`` and
-``call_`` plus the call's id) -- status ``completed`` and the usage (input / output tokens, the cached
-ones). Streamed: ``response.created`` and ``response.in_progress`` with the first chunk; as the deltas
+What enters: the chat path's ``ChatChunk`` values with the final ``ChatMessage``. What leaves:
+``response.created`` and ``response.in_progress`` with the first chunk; as the deltas
 come, ``output_item.added`` for the thought, the message (with its ``content_part.added``) and each
 call, ``reasoning_text.delta`` / ``output_text.delta`` / ``function_call_arguments.delta``; at the end
 the ``*.done`` events of the final message and ``response.completed`` with the output, usage and
@@ -30,56 +25,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..chat.streaming import gen_tool_call_id
+from .wire import ResponseIds, call_item, reasoning_item, text_part, usage_json
 
-__all__ = ["ResponseEvents", "ResponseIds", "response_json"]
+__all__ = ["ResponseEvents"]
 
 Json = Any
-
-
-class ResponseIds:
-    """The ids one answer uses: the response's, its reasoning item's, its message's."""
-
-    def __init__(self) -> None:
-        self.response = "resp_" + gen_tool_call_id()
-        self.reasoning = "rs_" + gen_tool_call_id()
-        self.message = "msg_" + gen_tool_call_id()
-
-
-def _usage(usage: Any) -> Json:
-    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens}}
-
-
-def _reasoning_item(item_id: str, text: str) -> Json:
-    return {"id": item_id, "summary": [], "type": "reasoning", "content": [{"text": text, "type": "reasoning_text"}],
-            "encrypted_content": ""}
-
-
-def _text_part(text: str) -> Json:
-    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
-
-
-def _call_item(call: Any) -> Json:
-    return {"id": "fc_" + call.id, "type": "function_call", "status": "completed", "arguments": call.arguments,
-            "call_id": "call_" + call.id, "name": call.name}
-
-
-def response_json(completion: Any, ids: ResponseIds, model: str) -> Json:
-    """The ``response`` object of a reply not streamed (an output whose every parse was empty is
-    its raw text, as in the chat answer: ``ChatCompletion.message`` is already that)."""
-    message = completion.message
-    output: list[Json] = []
-    if message.reasoning_content:
-        output.append({**_reasoning_item("rs_" + gen_tool_call_id(), message.reasoning_content),
-                       "status": "completed"})
-    if message.content:
-        output.append({"content": [_text_part(message.content)], "id": "msg_" + gen_tool_call_id(),
-                       "role": message.role or "assistant", "status": "completed", "type": "message"})
-    output.extend(_call_item(call) for call in message.tool_calls)
-    now = int(time.time())
-    return {"completed_at": now, "created_at": now, "id": ids.response, "model": model, "object": "response",
-            "output": output, "status": "completed", "usage": _usage(completion.usage)}
 
 
 def _event(name: str, **data: Json) -> Json:
@@ -148,14 +98,14 @@ class ResponseEvents:
         out: list[Json] = []
         output: list[Json] = []
         if message.reasoning_content:
-            item = _reasoning_item(self.ids.reasoning, message.reasoning_content)
+            item = reasoning_item(self.ids.reasoning, message.reasoning_content)
             out.append(_event("response.output_item.done", item=item, output_index=self._at(self.ids.reasoning)))
             output.append(item)
         if message.content:
             at = self._at(self.ids.message)
             out.append(_event("response.output_text.done", item_id=self.ids.message, text=message.content,
                               output_index=at, content_index=0))
-            part = _text_part(message.content)
+            part = text_part(message.content)
             out.append(_event("response.content_part.done", item_id=self.ids.message, part=part, output_index=at,
                               content_index=0))
             item = {"type": "message", "status": "completed", "id": self.ids.message, "content": [part],
@@ -163,12 +113,12 @@ class ResponseEvents:
             out.append(_event("response.output_item.done", item=item, output_index=at))
             output.append(item)
         for call in message.tool_calls:
-            item = _call_item(call)
+            item = call_item(call)
             out.append(_event("response.output_item.done", item=item, output_index=self._at(item["id"])))
             output.append(item)
         completed = _event("response.completed", response={
             "id": self.ids.response, "object": "response", "created_at": int(time.time()), "status": "completed",
-            "model": self.model, "output": output, "usage": _usage(chunk.usage)})
+            "model": self.model, "output": output, "usage": usage_json(chunk.usage)})
         if chunk.timings is not None:
             completed["data"]["timings"] = chunk.timings.to_openai()
         out.append(completed)

@@ -1,7 +1,11 @@
-"""An OpenAI Responses body read as the chat body it stands for, as llama-server reads it.
+"""The Responses family's wire format: an OpenAI Responses body read as the chat body it stands for,
+as llama-server reads it, and the answer not streamed in the Responses shape (the stream:
+``responses.stream``).
 
     chat_body(body) -> dict                      the chat completions body (server-chat.cpp's conversion)
     read_responses(body, defaults) -> ChatCall   that body read by ``read_chat``: the chat path from here on
+    ids = ResponseIds()
+    response_json(completion, ids, model) -> the ``response`` object of a reply not streamed
 
 What enters: the decoded JSON of ``POST /v1/responses`` (or ``/responses/input_tokens``). Converted
 as ``server_chat_convert_responses_to_chatcmpl`` converts it at the pin: ``instructions`` becomes a
@@ -22,16 +26,26 @@ shape's named choice (deviation 9: the call is forced; upstream reads any object
 
 Errors: what upstream refuses with ``std::invalid_argument`` is a ``RequestError`` (400) with its
 message; what it refuses with another exception (a JSON type error) is a 400 too (deviation 12).
+
+The answer not streamed (``to_json_oaicompat_resp`` of server-task.cpp), from the chat path's
+``ChatCompletion``: output items -- a ``reasoning`` item with the thought, a ``message`` with one
+``output_text`` part, a ``function_call`` per call (``fc_`` and ``call_`` plus the call's id) --
+status ``completed`` and the usage (input / output tokens, the cached ones).
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
-from .protocol import ChatCall, RequestDefaults, RequestError, read_chat
+from ...chat.streaming import gen_tool_call_id
+from ..chat.wire import read_chat
+from ..http.errors import RequestError
+from ..wire.request import ChatCall, RequestDefaults
 
-__all__ = ["chat_body", "read_responses"]
+__all__ = ["ResponseIds", "call_item", "chat_body", "read_responses", "reasoning_item", "response_json", "text_part",
+           "usage_json"]
 
 Json = Any
 USER_ROLES = ("user", "system", "developer")
@@ -218,3 +232,51 @@ def chat_body(body: Json) -> Json:
 def read_responses(body: Json, defaults: RequestDefaults) -> ChatCall:
     """A ``/v1/responses`` body, read as its chat body (``read_chat``)."""
     return read_chat(chat_body(body), defaults)
+
+
+# -- the answer ---------------------------------------------------------------------------------------
+
+
+class ResponseIds:
+    """The ids one answer uses: the response's, its reasoning item's, its message's."""
+
+    def __init__(self) -> None:
+        self.response = "resp_" + gen_tool_call_id()
+        self.reasoning = "rs_" + gen_tool_call_id()
+        self.message = "msg_" + gen_tool_call_id()
+
+
+def usage_json(usage: Any) -> Json:
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens}}
+
+
+def reasoning_item(item_id: str, text: str) -> Json:
+    return {"id": item_id, "summary": [], "type": "reasoning", "content": [{"text": text, "type": "reasoning_text"}],
+            "encrypted_content": ""}
+
+
+def text_part(text: str) -> Json:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def call_item(call: Any) -> Json:
+    return {"id": "fc_" + call.id, "type": "function_call", "status": "completed", "arguments": call.arguments,
+            "call_id": "call_" + call.id, "name": call.name}
+
+
+def response_json(completion: Any, ids: ResponseIds, model: str) -> Json:
+    """The ``response`` object of a reply not streamed (an output whose every parse was empty is
+    its raw text, as in the chat answer: ``ChatCompletion.message`` is already that)."""
+    message = completion.message
+    output: list[Json] = []
+    if message.reasoning_content:
+        output.append({**reasoning_item("rs_" + gen_tool_call_id(), message.reasoning_content),
+                       "status": "completed"})
+    if message.content:
+        output.append({"content": [text_part(message.content)], "id": "msg_" + gen_tool_call_id(),
+                       "role": message.role or "assistant", "status": "completed", "type": "message"})
+    output.extend(call_item(call) for call in message.tool_calls)
+    now = int(time.time())
+    return {"completed_at": now, "created_at": now, "id": ids.response, "model": model, "object": "response",
+            "output": output, "status": "completed", "usage": usage_json(completion.usage)}

@@ -2,7 +2,7 @@
 
     runner = SlotRunner(scheduler)
     job = runner.submit(lambda scheduler: scheduler.create(...), finish=lambda stream: ...)
-    async for item in job: ...            # the same ``Job`` as ``EngineWorker`` gives
+    async for item in job: ...            # the same ``Job`` (``runners.job``) as ``EngineWorker`` gives
 
 Each request is prepared on a small thread pool (rendering the template and tokenizing are not
 free, and must not block the event loop), then listens to its slot: the scheduler's thread turns
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..engine.batched import BatchScheduler, SequenceStream
-from ..engine.chat_completion import ChatStream
-from .worker import END, ERROR, ITEM, Job
+from ...engine.batched import BatchScheduler, SequenceStream
+from ...engine.chat_completion import ChatStream
+from .job import Job, JobEvent
 
 __all__ = ["SlotRunner"]
 
@@ -48,7 +48,7 @@ class SlotRunner:
         self.backend = scheduler
         self._prepare = ThreadPoolExecutor(max_workers=prepare_threads, thread_name_prefix="llamact-prepare")
         self._lock = threading.Lock()
-        self._outbox: list[tuple[Job, int, Any]] = []
+        self._outbox: list[tuple[Job, JobEvent, Any]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.n_waiting = 0      # submitted, not yet prepared (the scheduler counts its own queue)
         self.n_cancelled = 0    # jobs that ended because they were cancelled (a client went away)
@@ -80,7 +80,7 @@ class SlotRunner:
         try:
             stream = start(self.backend)
         except BaseException as exc:   # delivered to the request
-            self._post(job, ERROR, exc)
+            self._post(job, JobEvent.ERROR, exc)
             self._flush()
             return
         chat = stream if isinstance(stream, ChatStream) else None
@@ -90,20 +90,20 @@ class SlotRunner:
             if item is SequenceStream.END:
                 with self._lock:
                     self.n_cancelled += 1
-                self._post(job, END, None)
+                self._post(job, JobEvent.END, None)
                 return
             if isinstance(item, BaseException):
-                self._post(job, ERROR, item)
+                self._post(job, JobEvent.ERROR, item)
                 return
             try:
                 outs = chat.push(item) if chat is not None else (item,)
                 if job.wants_items:   # (a reply not streamed reads only the end)
                     for out in outs:
-                        self._post(job, ITEM, out)
+                        self._post(job, JobEvent.ITEM, out)
                 if item.stop_reason is not None:
-                    self._post(job, END, finish(stream) if finish is not None else None)
+                    self._post(job, JobEvent.END, finish(stream) if finish is not None else None)
             except BaseException as exc:   # the parser's error ends the request (as iterating would)
-                self._post(job, ERROR, exc)
+                self._post(job, JobEvent.ERROR, exc)
                 generation.interrupt()
 
         job.stream = stream
@@ -117,9 +117,9 @@ class SlotRunner:
         if stream is not None:
             stream.interrupt()
 
-    def _post(self, job: Job, kind: int, value: Any) -> None:
+    def _post(self, job: Job, event: JobEvent, value: Any) -> None:
         with self._lock:
-            self._outbox.append((job, kind, value))
+            self._outbox.append((job, event, value))
 
     def _flush(self) -> None:
         with self._lock:
@@ -149,8 +149,9 @@ class SlotRunner:
         self._prepare.shutdown(wait=True, cancel_futures=True)
 
 
-def _dispatch(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, int, Any]], written: threading.Event) -> None:
-    for job, kind, value in items:
-        job.push(kind, value)
+def _dispatch(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, JobEvent, Any]],
+              written: threading.Event) -> None:
+    for job, event, value in items:
+        job.push(event, value)
     # the requests' tasks woken above run before this (FIFO): each writes its events, then waits again
     loop.call_soon(written.set)

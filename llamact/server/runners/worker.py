@@ -5,6 +5,7 @@
     async for item in job: ...            # each item the stream yields, then finish(stream)'s value
     job.cancel()                          # from the event loop: the generation stops at its next token
 
+(``Job``: ``runners.job``.)
 ``backend`` is a ``LlamaEngine`` (one generation at a time: ``max_workers=1``, requests are served in
 arrival order and the others wait in the executor's queue) or a ``BatchScheduler`` (several threads,
 each blocked on its request's stream while the scheduler batches them). The stream is made on the
@@ -20,68 +21,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["END", "ERROR", "ITEM", "EngineWorker", "Job"]
+from .job import Job, JobEvent
 
-# what a job delivers: an item of its stream, its end (with finish(stream)'s value), or its error
-ITEM, END, ERROR = 0, 1, 2
-
-
-class Job:
-    """One request on a worker: an async iterator of what its stream yields, then its final value.
-    The worker delivers with ``post`` (any thread) or ``push`` (the event loop's thread); ``cancel()``
-    (the event loop) asks the worker to stop it through ``abort(job)``."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, abort: Callable[[Job], None]) -> None:
-        self._loop = loop
-        self._abort = abort
-        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-        self.cancelled = threading.Event()
-        self.result: Any = None     # finish(stream)'s value, once the stream ended
-        self.stream: Any = None     # the running stream, once started
-        self.finished = False       # its end or error has been read
-        # False: nobody reads the items (a reply not streamed), so a worker that hands items over
-        # per decode step (SlotRunner) keeps them, and each token costs the event loop nothing
-        self.wants_items = True
-
-    def push(self, kind: int, value: Any) -> None:
-        """Deliver ``value`` (ITEM, END or ERROR), on the event loop's thread."""
-        self._queue.put_nowait((kind, value))
-
-    def post(self, kind: int, value: Any) -> None:
-        """Deliver ``value`` from any thread."""
-        try:
-            self._loop.call_soon_threadsafe(self.push, kind, value)
-        except RuntimeError:   # the event loop is closed: the server is shutting down
-            self.cancelled.set()
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-        self._abort(self)
-
-    def end(self, error: BaseException) -> None:
-        """Stop the job and end its reader with ``error`` (the server is shutting down)."""
-        if not self.finished:
-            self.cancel()
-            self.push(ERROR, error)
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._items()
-
-    async def _items(self) -> AsyncIterator[Any]:
-        while True:
-            kind, value = await self._queue.get()
-            if kind == ITEM:
-                yield value
-                continue
-            self.finished = True
-            if kind == END:
-                self.result = value
-                return
-            raise value
+__all__ = ["EngineWorker"]
 
 
 class EngineWorker:
@@ -118,7 +64,7 @@ class EngineWorker:
                 self.n_cancelled += 1
                 return
             self._running.add(job)
-        outcome: tuple[int, Any] | None = None   # delivered once the job no longer counts as running
+        outcome: tuple[JobEvent, Any] | None = None   # delivered once the job no longer counts as running
         try:
             stream = start(self.backend)
             job.stream = stream
@@ -128,16 +74,16 @@ class EngineWorker:
                 for item in stream:
                     if job.cancelled.is_set():
                         break
-                    job.post(ITEM, item)
+                    job.post(JobEvent.ITEM, item)
                 if job.cancelled.is_set():
                     with self._lock:
                         self.n_cancelled += 1
                 else:
-                    outcome = (END, finish(stream) if finish is not None else None)
+                    outcome = (JobEvent.END, finish(stream) if finish is not None else None)
             finally:
                 stream.close()
         except BaseException as exc:   # delivered to the request; the worker thread goes on
-            outcome = (ERROR, exc)
+            outcome = (JobEvent.ERROR, exc)
         finally:
             with self._lock:
                 self._running.discard(job)

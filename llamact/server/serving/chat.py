@@ -1,35 +1,32 @@
-"""``POST /v1/chat/completions``: a chat request on the engine, streamed as llama-server streams it
-(``ChatChunk.to_openai`` events) or answered whole (``ChatCompletion.to_openai``).
+"""The chat path: a chat request run on its model's worker, streamed or answered whole, for every
+family whose body is a chat request (chat, Responses, Anthropic's Messages).
 
     return await answer_chat(request, call, whole, render, lora=lora)     # the chat path, for any wire shape
 
 ``answer_chat`` is the chat path itself -- the schema check, the worker, the metrics, the stream or
-the whole reply -- with the wire shape left to the route: this route writes OpenAI's chat shape, the
-Responses route (``.responses``) its own from the same completion and chunks. Tools the model's
-template cannot carry are refused or warned about here, for every wire shape (``server.tool_policy``).
+the whole reply -- with the wire shape left to the route: the chat route writes OpenAI's chat shape,
+the Responses route (``responses``) its own from the same completion and chunks. Tools the model's
+template cannot carry are refused or warned about here, for every wire shape (``serving.tool_policy``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from ...engine.chat_types import system_fingerprint
-from ..lora_control import ensure_scales, request_scales, with_lora
-from ..protocol import ChatCall, exception_response, read_chat, refuse_unenforced_schema, without_stop_entries
-from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
-from ..state import state_of
-from ..tool_policy import WARNING_HEADER, tool_policy
-from .body import json_body
+from ..http.errors import exception_response
+from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
+from ..models.state import state_of
+from ..wire.request import ChatCall, refuse_unenforced_schema
+from .lora import ensure_scales, request_scales
+from .tool_policy import WARNING_HEADER, tool_policy
 
-__all__ = ["answer_chat", "router"]
+__all__ = ["answer_chat"]
 
 Json = Any
-router = APIRouter()
 
 
 async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, Any], Json],
@@ -84,26 +81,3 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
     if warning:
         response.headers[WARNING_HEADER] = warning
     return response
-
-
-@router.post("/v1/chat/completions")
-@router.post("/chat/completions")
-async def chat_completions(request: Request) -> Response:
-    state = state_of(request)
-    try:
-        call, lora = await json_body(request, with_lora(read_chat), state.defaults)
-    except Exception as exc:
-        return exception_response(exc)
-    fingerprint = system_fingerprint()
-
-    def whole(completion: Any, stream: Any) -> Json:
-        if completion.logprobs:
-            completion = replace(completion, logprobs=without_stop_entries(
-                completion.logprobs, stream.stop_string, state.engine.tokenize))
-        return completion.to_openai(stream.id, state.model_name, stream.created)
-
-    def render(chunk: Any, stream: Any) -> Iterable[Json]:
-        return chunk.to_openai(stream.id, state.model_name, stream.created, fingerprint=fingerprint,
-                               include_usage=call.include_usage)
-
-    return await answer_chat(request, call, whole, render, lora=lora)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine import LlamaEngine
-from ..engine.batched import BatchScheduler
-from .protocol import RequestError
+from ...engine import LlamaEngine
+from ...engine.batched import BatchScheduler
+from ..http.errors import RequestError
 
 __all__ = ["ensure_scales", "parse_lora_field", "parse_lora_request", "request_scales", "with_lora"]
 

@@ -1,4 +1,4 @@
-"""Running a raw completion's prompts on the worker, for every route that takes raw prompts
+"""The raw path: a raw completion's prompts run on the worker, for every route that takes raw prompts
 (``/v1/completions``, ``/completion``, ``/completions``, ``/infill``).
 
     runs = [PromptRun(state, make_ids, params) for ...]
@@ -19,12 +19,13 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from ..lora_control import ensure_scales, request_scales
-from ..prompts import bounded_tokenizer, check_prompt, prompt_tokens
-from ..protocol import RequestError, exception_response
-from ..sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
-from ..state import ServerState
-from ..worker import Job
+from ..http.errors import RequestError, exception_response
+from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
+from ..models.state import ServerState
+from ..runners.job import Job
+from ..wire.prompts import check_prompt, prompt_tokens
+from .lora import ensure_scales, request_scales
+from .tokens import bounded_tokenizer
 
 Json = Any
 

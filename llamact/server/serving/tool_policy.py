@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chat.request import ChatRequest
-from .protocol import RequestError
+from ...chat.request import ChatRequest
+from ..http.errors import RequestError
 
 __all__ = ["WARNING_HEADER", "tool_policy"]
 

@@ -8,7 +8,7 @@ tokens with ``llama_state_seq_save_file`` into the save directory, its tokens pa
 ``server_tokens::serialize`` packs them (``engine.slot_state``: a file llama-server saved restores
 here, and back); ``restore`` loads one into the slot, whose next
 request then reuses it as a prompt cache; ``erase`` empties it. A filename is checked as upstream's
-``fs_validate_filename`` checks it before anything touches the disk (``server.slot_files``).
+``fs_validate_filename`` checks it before anything touches the disk (``slots.wire``).
 
 Deviations (docs/design.md, deviation 12): a body that is not JSON, or lacks a string ``filename``,
 is a 400 ``invalid_request_error`` here where llama-server answers 500 with nlohmann::json's
@@ -26,11 +26,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..protocol import RequestError, error_response, exception_response
-from ..slot_files import parse_slot_id, slot_path
-from ..slot_info import slots_json
-from ..state import ServerState, state_of
-from .body import json_body
+from ..http.body import json_body
+from ..http.errors import RequestError, error_response, exception_response
+from ..models.state import ServerState, state_of
+from .wire import parse_slot_id, slot_path, slots_json
 
 __all__ = ["Done", "router"]
 

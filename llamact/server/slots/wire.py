@@ -1,10 +1,18 @@
-"""The names ``POST /slots/{id}`` takes, checked as llama-server checks them.
+"""The slots family's wire format: ``GET /slots``' answer, and the names ``POST /slots/{id}`` takes,
+checked as llama-server checks them.
 
-    valid_filename(name) -> bool          common.cpp's fs_validate_filename (no subdirectories)
-    slot_path(directory, name) -> Path    the file in --slot-save-path; ValueError for any other place
-    parse_slot_id(text, n_slots)          the slot a path's id names (std::stoi, then the modulo), or None
+    slots_json(tasks, states, n_ctx_slot)  each slot in llama-server's shape (``server_slot::to_json``)
+    valid_filename(name) -> bool           common.cpp's fs_validate_filename (no subdirectories)
+    slot_path(directory, name) -> Path     the file in --slot-save-path; ValueError for any other place
+    parse_slot_id(text, n_slots)           the slot a path's id names (std::stoi, then the modulo), or None
 
-A name is one path component of at most 255 bytes of valid, shortest-form UTF-8 without control
+``GET /slots``: a slot that never ran a request has only ``id``, ``n_ctx``, ``speculative`` and
+``is_processing``; one that did also has its last task (``id_task``, ``params``, ``next_token``,
+...: ``models.slot_tasks``). llama-server resets a slot's counters when the request leaves, so an
+idle slot reports 0 processed / cached and no next token; ``n_prompt_tokens`` is what its KV cache
+holds.
+
+A file name is one path component of at most 255 bytes of valid, shortest-form UTF-8 without control
 characters, separators, ``: * ? " < > |``, look-alikes of ``.`` ``/`` ``\\``, surrogates, U+FFFD or
 a BOM; not ``.``, nothing holding ``..``, no leading or trailing space, no trailing dot. So a hostile
 name never reaches the file system outside the save directory; ``slot_path`` checks again after
@@ -14,9 +22,13 @@ resolving, in case the directory holds a symbolic link of that name.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["parse_slot_id", "slot_path", "valid_filename"]
+from ..models.slot_tasks import SlotTasks
+
+__all__ = ["parse_slot_id", "slot_path", "slots_json", "valid_filename"]
 
 _FORBIDDEN = frozenset(':*?"<>|/\\')
 _STOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")   # std::stoi: leading space, a sign, digits, then anything
@@ -64,3 +76,21 @@ def parse_slot_id(text: str, n_slots: int) -> tuple[int, int] | None:
     if not -INT_MAX - 1 <= given <= INT_MAX:
         return None
     return given, (given % 2**64) % n_slots
+
+
+def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot: int) -> list[dict[str, Any]]:
+    """``GET /slots``' answer: ``states`` holds (is_processing, tokens in its KV cache) per slot."""
+    out = []
+    for slot_id, (processing, n_cached) in enumerate(states):
+        entry: dict[str, Any] = {"id": slot_id, "n_ctx": n_ctx_slot, "speculative": tasks.speculative_types != "none",
+                       "is_processing": processing}
+        record = tasks.last(slot_id)
+        if record is not None:
+            entry.update({
+                "id_task": record.id_task, "n_prompt_tokens": n_cached,
+                "n_prompt_tokens_processed": 0, "n_prompt_tokens_cache": 0, "params": record.params,
+                "next_token": [{"has_next_token": processing, "has_new_line": False,
+                                "n_remain": -1, "n_decoded": 0}],
+            })
+        out.append(entry)
+    return out

@@ -1,5 +1,6 @@
-"""Templates and tokens: ``/apply-template`` (llama-server's), ``/template-details`` (llamact's: what
-the template rendered, with its family, format, grammar and stops), ``/tokenize``, ``/detokenize``.
+"""The templates family, templates and tokens: ``/apply-template`` (llama-server's),
+``/template-details`` (llamact's: what the template rendered, with its family, format, grammar and
+stops), ``/tokenize``, ``/detokenize`` (their bodies and answers: ``templates.wire``).
 
 Rendering, tokenizing and detokenizing run on a thread (``asyncio.to_thread``): a 20 MB text takes
 seconds, and on the event loop it would stall every other client. The vocabulary is read-only, so
@@ -16,10 +17,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from ...errors import LlamaInferenceException, LlamaTokenLimitException
-from ..protocol import RequestError, exception_response, read_chat
-from ..state import state_of
-from .body import json_body
+from ..chat.wire import read_chat
+from ..http.body import json_body
+from ..http.errors import exception_response
+from ..models.state import state_of
+from .wire import details_json, detokenize_json, tokenize_json
 
 __all__ = ["router"]
 
@@ -49,54 +51,7 @@ async def template_details(request: Request) -> Response:
         result = await _rendered(request)
     except Exception as exc:
         return exception_response(exc)
-    return JSONResponse({
-        "prompt": result.prompt, "family": result.family, "format": result.format,
-        "generation_prompt": result.generation_prompt, "grammar": result.grammar,
-        "grammar_lazy": result.grammar_lazy, "grammar_triggers": [t.value for t in result.grammar_triggers],
-        "preserved_tokens": list(result.preserved_tokens), "additional_stops": list(result.additional_stops),
-        "thinking_start_tag": result.thinking_start_tag, "thinking_end_tags": list(result.thinking_end_tags),
-    })
-
-
-def _check_count(n: int, limit: int, what: str) -> None:
-    if n > limit:
-        raise RequestError(f"{what} {n} tokens, more than the server's limit of {limit} (--max-tokenize-tokens)")
-
-
-def _tokens(engine: Any, body: Any, limit: int) -> Any:
-    content = body.get("content") if isinstance(body, dict) else None
-    if not isinstance(content, str):
-        raise RequestError("'content' must be a string")
-    try:   # the limit counted as it tokenizes: a huge text is refused before all of it is tokenized
-        tokens = engine.tokenize(content, add_special=bool(body.get("add_special", False)),
-                                 parse_special=bool(body.get("parse_special", True)), limit=limit)
-    except LlamaTokenLimitException as exc:   # before its pieces, ten times the memory
-        what = "'content' is" if exc.details["exact"] else "'content' is at least"
-        _check_count(exc.details["at_least"], limit, what)
-        raise
-    except LlamaInferenceException as exc:   # text llama.cpp cannot take (a lone surrogate)
-        raise RequestError(f"'content': {exc}") from None
-    if not body.get("with_pieces", False):
-        return {"tokens": tokens}
-    out = []
-    for token in tokens:
-        piece = engine.token_piece(token)
-        try:
-            out.append({"id": token, "piece": piece.decode("utf-8")})
-        except UnicodeDecodeError:   # part of a character: llama-server lists the bytes
-            out.append({"id": token, "piece": list(piece)})
-    return {"tokens": out}
-
-
-def _text(engine: Any, body: Any, limit: int) -> Any:
-    tokens = body.get("tokens", []) if isinstance(body, dict) else None
-    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
-        raise RequestError("'tokens' must be a list of token ids")
-    _check_count(len(tokens), limit, "'tokens' holds")
-    try:
-        return {"content": engine.detokenize(tokens)}
-    except LlamaInferenceException as exc:   # an id outside the vocabulary
-        raise RequestError(f"'tokens': {exc}") from None
+    return JSONResponse(details_json(result))
 
 
 def _answer(work: Any, request: Request, body: Any) -> JSONResponse:
@@ -107,7 +62,7 @@ def _answer(work: Any, request: Request, body: Any) -> JSONResponse:
 @router.post("/tokenize")
 async def tokenize(request: Request) -> Response:
     try:
-        return await asyncio.to_thread(_answer, _tokens, request, await json_body(request))
+        return await asyncio.to_thread(_answer, tokenize_json, request, await json_body(request))
     except Exception as exc:
         return exception_response(exc)
 
@@ -115,6 +70,6 @@ async def tokenize(request: Request) -> Response:
 @router.post("/detokenize")
 async def detokenize(request: Request) -> Response:
     try:
-        return await asyncio.to_thread(_answer, _text, request, await json_body(request))
+        return await asyncio.to_thread(_answer, detokenize_json, request, await json_body(request))
     except Exception as exc:
         return exception_response(exc)

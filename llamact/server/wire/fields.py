@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.params import SAMPLER_NAMES
-from ..errors import LlamaRequestException
+from ...engine.params import SAMPLER_NAMES
+from ...errors import LlamaRequestException
 
 Json = Any
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

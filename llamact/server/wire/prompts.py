@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LlamaContextException, LlamaTokenLimitException
-from .protocol import RequestError
+from ..http.errors import RequestError
 
-__all__ = ["Prompt", "bounded_tokenizer", "check_prompt", "count_chat_prompt", "prompt_tokens", "read_prompts"]
+__all__ = ["Prompt", "check_prompt", "prompt_tokens", "read_prompts"]
 
 Prompt = str | list[Any]   # text, or a list of token ids and strings (tokenize_mixed)
 """One prompt: text (tokenized with BOS and special tokens parsed) or a mixed list."""
@@ -87,32 +86,3 @@ def check_prompt(ids: list[int], n_vocab: int) -> list[int]:
         raise RequestError(f"{INVALID_TOKENS}: 'prompt' holds a token id outside this model's vocabulary "
                            f"(0 to {n_vocab - 1})")
     return ids
-
-
-def bounded_tokenizer(engine: Any, limit: int, what: str) -> Callable[..., list[int]]:
-    """``engine.tokenize`` for a text that must hold at most ``limit`` tokens (a prompt: the context;
-    a text only counted or embedded: ``--max-tokenize-tokens``), refused without all of a huge text
-    being tokenized (20 MB of short words hold 1.1 GiB in llama.cpp's tokenizer). ``what`` names the
-    limit in the refusal: "context" makes it the prompt-too-long error (``exceed_context_size_error``),
-    anything else a request error naming that setting."""
-    def tokenize(text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        try:
-            return engine.tokenize(text, add_special=add_special, parse_special=parse_special, limit=limit)
-        except LlamaTokenLimitException as exc:
-            n = f"{'' if exc.details['exact'] else 'at least '}{exc.details['at_least']}"
-            if what == "context":
-                raise LlamaContextException(f"the prompt ({n} tokens) does not fit the context ({limit} tokens); "
-                                            "use a larger --ctx-size or a shorter prompt",
-                                            {"n_prompt": exc.details["at_least"], "n_ctx": limit}) from None
-            raise RequestError(f"the text holds {n} tokens, more than the server's limit of {limit} ({what})") from None
-    return tokenize
-
-
-def count_chat_prompt(engine: Any, request: Any, limit: int) -> int:
-    """llama-server's count of a chat request's prompt (``handle_count_tokens``): the rendered prompt
-    tokenized with special tokens added and parsed, at most ``limit`` tokens (a huge prompt is refused
-    before all of it is tokenized); a medium counts as the embeddings its projector makes of it."""
-    if request.media:
-        return int(engine.prompt_length(request))
-    prompt = engine.chat_template(request).prompt
-    return len(bounded_tokenizer(engine, limit, "--max-tokenize-tokens")(prompt))
