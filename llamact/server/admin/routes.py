@@ -154,8 +154,6 @@ async def load(request: Request) -> Response:
     try:
         await models.load(await _entry(request, 404))
     except Exception as exc:
-        if isinstance(exc, RequestError) and exc.status == 404:
-            return error_response(str(exc), "not_found_error", 404)
         return exception_response(exc)
     return JSONResponse({"success": True})
 

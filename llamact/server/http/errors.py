@@ -8,13 +8,15 @@ error type each kind of failure is answered with, for every route and every stre
 
 llama-server sorts failures by C++ class (``ex_wrapper``: ``std::invalid_argument`` is 400
 ``invalid_request_error``, a prompt too long 400 ``exceed_context_size_error``, anything else 500
-``server_error``). Here a failure's kind says it: the request's fault (a malformed body, a grammar
-that does not parse or is over a limit, a body nested deeper than code below can follow) and what
-the template or the schema converter cannot do (upstream's converter and autoparser throw
-``invalid_argument`` there) are 400; a prompt too long 400 ``exceed_context_size_error``;
-a template failing to render in a family's handler, a failed decode, a bug: 500. A
-``RequestError`` carries its own status (413 too large, 415 not JSON, 499 the client left, 503 the
-server stops). Statuses a route decides itself (501 for a capability the server lacks, 404) are
+``server_error``). Here a failure's kind says it (``ANSWERS``): the request's fault (a malformed
+body, a grammar that does not parse or is over a limit, a body nested deeper than code below can
+follow) and what the template or the schema converter cannot do (upstream's converter and
+autoparser throw ``invalid_argument`` there) are 400; a prompt too long 400
+``exceed_context_size_error``; a template failing to render in a family's handler, a failed decode,
+a bug: 500. A ``RequestError`` carries its own status (413 too large, 415 not JSON, 499 the client
+left, 503 the server stops, 404 router mode's unknown model). After a stream's first event every
+failure but the server's own stop is a ``server_error`` (``http.sse``). Statuses a route decides
+without an exception (501 for a capability the server lacks, 404 for a path it does not serve) are
 written with ``error_response`` where the route decides them.
 """
 
@@ -64,7 +66,8 @@ ANSWERS: dict[str, tuple[int, str]] = {
     "state": (500, "server_error"),
 }
 SERVER_ERROR = (500, "server_error")   # a failure of no known kind: a bug
-_STATUS_TYPES = {503: "unavailable_error"}   # a RequestError's own status that has a type of its own
+# a RequestError's own status that has a type of its own (404: router mode's unknown model, as llama-server)
+_STATUS_TYPES = {404: "not_found_error", 503: "unavailable_error"}
 
 # The kind of each exception class, found along the class's MRO (its first class listed here wins).
 # When errors.py declares a ``kind`` on every class (issue 41 item 3), ``kind_of`` reads that and this

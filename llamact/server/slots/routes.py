@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..http.body import json_body
-from ..http.errors import RequestError, error_response, exception_response
+from ..http.errors import SERVER_ERROR, RequestError, error_response, exception_response
 from ..models.state import ServerState, state_of
 from .wire import parse_slot_id, slot_path, slots_json
 
@@ -125,7 +125,8 @@ async def _save(state: ServerState, given: int, seq: int, name: str, path: Path)
         n_saved = await _on_slot(state, seq, lambda engine: engine.save_slot(path),
                                  lambda scheduler, s: scheduler.save_slot(s, path))
     except Exception:
-        return error_response("Unable to save slot", "server_error", 500)
+        code, error_type = SERVER_ERROR
+        return error_response("Unable to save slot", error_type, code)
     return JSONResponse({"id_slot": given, "filename": name, "n_saved": n_saved, "n_written": path.stat().st_size,
                          "timings": {"save_ms": (time.perf_counter() - t0) * 1000}})
 
