@@ -26,7 +26,7 @@ from typing import Any
 
 from ...engine.batched import BatchScheduler, SequenceStream
 from ...engine.chat_completion import ChatStream
-from .job import Job, JobEvent
+from .job import END, ERROR, ITEM, Job, JobEvent
 
 __all__ = ["SlotRunner"]
 
@@ -80,7 +80,7 @@ class SlotRunner:
         try:
             stream = start(self.backend)
         except BaseException as exc:   # delivered to the request
-            self._post(job, JobEvent.ERROR, exc)
+            self._post(job, ERROR, exc)
             self._flush()
             return
         chat = stream if isinstance(stream, ChatStream) else None
@@ -90,20 +90,20 @@ class SlotRunner:
             if item is SequenceStream.END:
                 with self._lock:
                     self.n_cancelled += 1
-                self._post(job, JobEvent.END, None)
+                self._post(job, END, None)
                 return
             if isinstance(item, BaseException):
-                self._post(job, JobEvent.ERROR, item)
+                self._post(job, ERROR, item)
                 return
             try:
                 outs = chat.push(item) if chat is not None else (item,)
                 if job.wants_items:   # (a reply not streamed reads only the end)
                     for out in outs:
-                        self._post(job, JobEvent.ITEM, out)
+                        self._post(job, ITEM, out)
                 if item.stop_reason is not None:
-                    self._post(job, JobEvent.END, finish(stream) if finish is not None else None)
+                    self._post(job, END, finish(stream) if finish is not None else None)
             except BaseException as exc:   # the parser's error ends the request (as iterating would)
-                self._post(job, JobEvent.ERROR, exc)
+                self._post(job, ERROR, exc)
                 generation.interrupt()
 
         job.stream = stream

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .job import Job, JobEvent
+from .job import END, ERROR, ITEM, Job, JobEvent
 
 __all__ = ["EngineWorker"]
 
@@ -74,16 +74,16 @@ class EngineWorker:
                 for item in stream:
                     if job.cancelled.is_set():
                         break
-                    job.post(JobEvent.ITEM, item)
+                    job.post(ITEM, item)
                 if job.cancelled.is_set():
                     with self._lock:
                         self.n_cancelled += 1
                 else:
-                    outcome = (JobEvent.END, finish(stream) if finish is not None else None)
+                    outcome = (END, finish(stream) if finish is not None else None)
             finally:
                 stream.close()
         except BaseException as exc:   # delivered to the request; the worker thread goes on
-            outcome = (JobEvent.ERROR, exc)
+            outcome = (ERROR, exc)
         finally:
             with self._lock:
                 self._running.discard(job)
