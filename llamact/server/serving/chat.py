@@ -34,7 +34,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
                       lora: dict[int, float] | None = None) -> Response:
     """Run ``call`` on the server's worker. Not streamed: ``whole(completion, stream)`` is the JSON
     answer; streamed: ``render(chunk, stream)`` gives each chunk's events, written as ``framing``
-    says (``sse.event_stream``). Errors before the first event are HTTP errors.
+    says (``http.sse.event_stream``). Errors before the first event are HTTP errors.
     ``lora``: the request's adapter scales (its ``lora`` field; none: the server's)."""
     state = state_of(request)
     try:
