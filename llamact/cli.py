@@ -16,7 +16,7 @@ from .engine.speculative.params import OPTION_FIELDS, speculative_params
 from .errors import LlamaException
 
 if TYPE_CHECKING:
-    from .server.catalogue import Catalogue
+    from .server.models.catalogue import Catalogue
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -132,8 +132,8 @@ def _add_serve_args(serve: argparse.ArgumentParser) -> None:
                        "(flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     try:
-        from .server.options import add_flags
-        from .server.settings import ServerSettings
+        from .server.config.options import add_flags
+        from .server.config.settings import ServerSettings
     except ImportError:   # without the server's extra: `serve` says what to install when it runs
         serve.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         return
@@ -145,8 +145,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from pydantic import ValidationError
 
         from .server import read_catalogue, serve
-        from .server.options import flag_values, rows
-        from .server.settings import ServerSettings
+        from .server.config.options import flag_values, rows
+        from .server.config.settings import ServerSettings
     except ImportError as exc:
         print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
               file=sys.stderr)
@@ -177,8 +177,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _serve_problem(catalogue: Catalogue) -> str | None:
     """A file a setting names that cannot be used, found before anything loads."""
     from .hub import is_hf_uri
-    from .server.edge import api_keys
-    from .server.settings import file_problem
+    from .server.config.settings import file_problem
+    from .server.http.edge import api_keys
 
     settings = catalogue.settings
     if (settings.ssl_key_file is None) != (settings.ssl_cert_file is None):

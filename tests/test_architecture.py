@@ -385,3 +385,106 @@ def test_litert_engine_answers_every_name_of_llama_engine() -> None:
     public = {name for name in dir(llama) if not name.startswith("_")
               and not isinstance(inspect.getattr_static(llama, name), classmethod)}   # (load: the loader's)
     assert sorted(public - set(dir(litert))) == []
+
+
+# -- the server's layout (issue 41): one folder per API family, the layers beside them ----------------
+
+SERVER = PACKAGE / "server"
+# lowest first: a module imports from its own folder or the folders before it, never after
+SERVER_LAYERS = ("config", "runners", "http", "wire", "models", "serving")
+SERVER_FAMILIES = ("admin", "chat", "completions", "embeddings", "messages", "native", "responses", "slots",
+                   "templates")
+# directly under server/: the package (serve), the ASGI app, the process's stop; nothing else
+SERVER_ENTRY_POINTS = {"__init__.py", "app.py", "shutdown.py"}
+FAMILY_FILES = {"__init__.py", "routes.py", "wire.py"}   # every family: its routes, its wire format
+FAMILY_OPTIONAL = {"stream.py"}                          # a family that writes events of its own
+
+
+def _server_folder(module: str) -> str | None:
+    """The folder of ``llamact.server.<folder>.<module>``; None for a module directly under server/."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 or (len(parts) == 3 and (SERVER / parts[2]).is_dir()) else None
+
+
+def test_only_the_entry_points_sit_directly_under_server() -> None:
+    assert {p.name for p in SERVER.glob("*.py")} == SERVER_ENTRY_POINTS
+
+
+def test_every_server_folder_is_an_api_family_or_a_layer() -> None:
+    folders = {p.name for p in SERVER.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
+    assert folders == set(SERVER_LAYERS) | set(SERVER_FAMILIES)
+
+
+@pytest.mark.parametrize("family", SERVER_FAMILIES)
+def test_each_api_family_has_the_same_files(family: str) -> None:
+    folder = SERVER / family
+    files = {p.name for p in folder.iterdir() if p.suffix == ".py"}
+    assert FAMILY_FILES <= files <= FAMILY_FILES | FAMILY_OPTIONAL
+    assert not [p for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert "router = APIRouter()" in (folder / "routes.py").read_text(encoding="utf-8")
+
+
+def test_the_app_serves_every_family() -> None:
+    assert {f"llamact.server.{family}.routes" for family in SERVER_FAMILIES} <= GRAPH["llamact.server.app"]
+
+
+def test_server_layers_import_downward() -> None:
+    """A layer imports its own folder and the layers below; a family imports the layers and, of another
+    family, only its wire format (the chat body that Responses and Messages become, the raw completion
+    body /completion reads); nothing below the entry points imports them."""
+    rank = {folder: i for i, folder in enumerate(SERVER_LAYERS)} | {family: len(SERVER_LAYERS)
+                                                                    for family in SERVER_FAMILIES}
+    wrong = []
+    for module in (m for m in GRAPH if m.startswith("llamact.server.")):
+        folder = _server_folder(module)
+        if folder is None:
+            continue
+        for target in GRAPH[module]:
+            if not target.startswith("llamact.server"):
+                continue
+            to = _server_folder(target)
+            if to is None:
+                wrong.append(f"{module} -> {target} (an entry point)")
+            elif to != folder and (rank[to] > rank[folder] or (
+                    to in SERVER_FAMILIES and folder in SERVER_FAMILIES and not target.endswith(".wire"))):
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_no_import_circle_between_server_folders() -> None:
+    edges: dict[str, set[str]] = {}
+    for module in (m for m in GRAPH if m.startswith("llamact.server.")):
+        folder = _server_folder(module)
+        if folder is not None:
+            edges.setdefault(folder, set()).update(
+                to for to in (_server_folder(t) for t in GRAPH[module] if t.startswith("llamact.server."))
+                if to is not None and to != folder)
+    seen: dict[str, int] = {}   # 1: on the path, 2: done
+
+    def circle_from(folder: str, path: list[str]) -> list[str]:
+        seen[folder] = 1
+        for to in sorted(edges.get(folder, ())):
+            if seen.get(to) == 1:
+                return [*path, folder, to]
+            if to not in seen and (found := circle_from(to, [*path, folder])):
+                return found
+        seen[folder] = 2
+        return []
+
+    circles = [c for f in sorted(edges) if f not in seen and (c := circle_from(f, []))]
+    assert circles == []
+
+
+def test_the_error_kinds_answers_are_written_in_one_table() -> None:
+    """The error types an exception's kind decides are named, outside docstrings, only by the HTTP
+    edge's table (``server/http/errors.py``): every route and stream asks it."""
+    decided = {"server_error", "exceed_context_size_error"}
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        found += [f"{path.relative_to(SERVER)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in decided and id(node) not in docstrings]
+    assert found and {place.split(":")[0] for place in found} == {"http/errors.py"}

@@ -6,7 +6,7 @@
 
 Every entry point that answers a chat request takes one: ``LlamaEngine.create`` / ``chat_template`` /
 ``complete_chat`` / ``create_structured``, the batch scheduler's slots, ``ChatSession`` and the
-server (which reads an HTTP body into one, ``llamact.server.protocol``). The keyword forms
+server (which reads an HTTP body into one, ``llamact.server.chat.wire``). The keyword forms
 (``engine.create(messages, tools=...)``) are conveniences that build one here.
 
 What enters: OpenAI-style messages and tools (dicts, or ``ChatMessage`` / ``ChatTool`` values) and

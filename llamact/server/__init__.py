@@ -5,19 +5,27 @@
     create_app(settings | catalogue)   the ASGI application, for embedding or tests
     read_catalogue(flags, config_file) -> Catalogue   the server's settings and its models
 
-What enters: the settings table (``settings.ServerSettings``: flags over ``LLAMACT_*`` over a JSON
-config), router mode's catalogue (``catalogue``). What leaves: HTTP answers in llama-server's and
-OpenAI's shapes, and the log (``logs``). Raised: a model that fails to load outside router mode stops
-the server with its ``LlamaModelException``; bad settings are ``LlamaException`` / ``ValueError``.
-See ``app`` for the middleware and routes, ``router`` for several models, ``worker`` for how
-requests share an engine.
+What enters: the settings table (``config.settings.ServerSettings``: flags over ``LLAMACT_*`` over a
+JSON config), router mode's catalogue (``models.catalogue``). What leaves: HTTP answers in
+llama-server's and OpenAI's shapes, and the log (``http.logs``). Raised: a model that fails to load
+outside router mode stops the server with its ``LlamaModelException``; bad settings are
+``LlamaException`` / ``ValueError``.
+
+The folders, lowest first (each imports only from those before it, ``tests/test_architecture.py``):
+``config`` (the settings table), ``runners`` (requests on an engine's threads or a scheduler's
+slots), ``http`` (the edge: bodies, errors, SSE, transport, keys, logs), ``wire`` (what every
+family's body shares), ``models`` (the model lifecycle: catalogue, router, dispatch, state),
+``serving`` (the chat path and the raw path), then one folder per API family -- ``chat``,
+``completions``, ``native``, ``responses``, ``messages``, ``embeddings``, ``templates``, ``slots``,
+``admin`` -- each with ``routes.py`` and ``wire.py`` (and ``stream.py`` where it writes its own
+events); ``app`` (the ASGI app) and ``shutdown`` (the process's stop) on top.
 """
 
 from __future__ import annotations
 
 from .app import create_app
-from .catalogue import Catalogue, read_catalogue
-from .settings import ServerSettings, load_settings
+from .config.settings import ServerSettings, load_settings
+from .models.catalogue import Catalogue, read_catalogue
 
 __all__ = ["Catalogue", "ServerSettings", "create_app", "load_settings", "read_catalogue", "serve"]
 
@@ -31,9 +39,9 @@ def serve(settings: ServerSettings | Catalogue) -> None:
     import uvicorn
 
     from ..errors import LlamaModelException
-    from .logs import ServerLog
+    from .http.logs import ServerLog
+    from .http.transport import request_timeout_protocol
     from .shutdown import DrainingServer
-    from .transport import request_timeout_protocol
 
     server_settings = settings.settings if isinstance(settings, Catalogue) else settings
     log = ServerLog(server_settings.log_format)

@@ -24,8 +24,8 @@ from typing import Any
 import uvicorn
 
 from .app import CLOSE_WAIT_S
-from .logs import ServerLog
-from .router import ModelRouter
+from .http.logs import ServerLog
+from .models.model_router import ModelRouter
 
 __all__ = ["EXIT_MARGIN_S", "DrainingServer"]
 

@@ -248,7 +248,7 @@ def test_a_reply_not_streamed_costs_the_event_loop_nothing_per_token(smollm2_pat
     streamed job gets every chunk. Both completions are the same."""
     import asyncio
 
-    from llamact.server.slots import SlotRunner
+    from llamact.server.runners.slot_runner import SlotRunner
 
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=2, n_threads=2)) as engine:
         scheduler = BatchScheduler(engine)

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from llamact.errors import LlamaRequestException
-from llamact.server.protocol import RequestDefaults, read_chat
+from llamact.server.chat.wire import read_chat
+from llamact.server.wire.request import RequestDefaults
 
 HELLO = [{"role": "user", "content": "Hi"}]
 TOOL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

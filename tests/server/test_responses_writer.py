@@ -8,7 +8,8 @@ from __future__ import annotations
 from llamact.chat.deltas import ToolCallDelta
 from llamact.chat.messages import ChatMessage, ToolCall
 from llamact.engine.chat_types import ChatChunk, Usage
-from llamact.server.responses_events import ResponseEvents, ResponseIds
+from llamact.server.responses.stream import ResponseEvents
+from llamact.server.responses.wire import ResponseIds
 
 
 def test_final_parse_deltas_show_only_in_the_done_events() -> None:

@@ -20,7 +20,7 @@ import pytest
 from server_live import HOST, LiveServer, sse_events
 
 from llamact.parity.llama_server import LlamaServer, RouterConfig
-from llamact.server.props import f32
+from llamact.server.wire.task_params import f32
 
 pytestmark = [pytest.mark.model, pytest.mark.parity]
 

@@ -16,9 +16,9 @@ import pytest
 
 from llamact.errors import LlamaException
 from llamact.server import read_catalogue
-from llamact.server.edge import api_keys, key_matches
-from llamact.server.options import SERVER, add_flags, flag_values, rows
-from llamact.server.settings import ServerSettings, load_settings
+from llamact.server.config.options import SERVER, add_flags, flag_values, rows
+from llamact.server.config.settings import ServerSettings, load_settings
+from llamact.server.http.edge import api_keys, key_matches
 
 # a value for each kind of row, as the command line and a variable write it, and what it becomes
 SAMPLES: dict[str, tuple[str, Any]] = {
@@ -182,7 +182,7 @@ def test_more_threads_than_cores_is_a_warning_in_either_log_format() -> None:
     import io
     import os
 
-    from llamact.server.logs import ServerLog
+    from llamact.server.http.logs import ServerLog
 
     cores = len(os.sched_getaffinity(0))
     text, lines = io.StringIO(), io.StringIO()

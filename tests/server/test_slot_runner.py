@@ -9,7 +9,7 @@ import pytest
 
 from llamact import LlamaEngine, ModelParams
 from llamact.engine.batched import BatchScheduler
-from llamact.server.slots import SlotRunner, usable_cores
+from llamact.server.runners.slot_runner import SlotRunner, usable_cores
 
 pytestmark = pytest.mark.model
 

@@ -282,3 +282,20 @@ def test_two_slots_equal_llama_server_but_for_slot_ids(two_slots: Pair) -> None:
     assert got[1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
     expected, got = two_slots.both("GET", "/slots")
     assert _without_ids(got) == _without_ids(expected)
+
+
+@pytest.fixture(scope="module")
+def odd_seed(smollm2_path: Path) -> Iterator[Pair]:
+    """A --seed outside uint32_t, the type llama.cpp keeps a seed in."""
+    with Pair(smollm2_path, None, ("--seed", "-5")) as pair:
+        yield pair
+
+
+def test_a_seed_outside_uint32_is_reported_as_llama_server_keeps_it(odd_seed: Pair) -> None:
+    """/props reports the server's --seed as llama.cpp's uint32_t holds it (wire/task_params.py, the one
+    writer of task_params that /slots shares; /props wrote -5 before the two were one)."""
+    def seed(port: int) -> Any:
+        return call(port, "GET", "/props")[1]["default_generation_settings"]["params"]["seed"]
+
+    expected = seed(odd_seed.up.port)
+    assert seed(odd_seed.ours.port) == expected != -5

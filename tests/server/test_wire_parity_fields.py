@@ -1,4 +1,4 @@
-"""Wire parity for llama-server's field table (server-schema.cpp; ``llamact.server.fields``): the same
+"""Wire parity for llama-server's field table (server-schema.cpp; ``llamact.server.wire.fields``): the same
 bodies with odd, out-of-range and mistyped sampling fields go to llama-server at the pin and to
 ``llamact serve``, on the raw and the chat route. A refusal must be the same status and message;
 an answer the same text and usage. Cases that sample (a seed, temperature 1) show that a clamped value
