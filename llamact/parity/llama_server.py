@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import LlamaException
+from ..errors import ErrorKind, LlamaException
 
 Json = Any
 
@@ -36,6 +36,8 @@ SERVER_NAME = "llama-server"
 
 class LlamaServerError(LlamaException):
     """llama-server is missing, did not start, or answered something the harness cannot read."""
+
+    kind = ErrorKind.UNCLASSIFIED   # the parity harness's trouble with another program, none of llamact's kinds
 
 
 def find_llama_server(explicit: str | os.PathLike[str] | None = None) -> Path:
