@@ -31,13 +31,7 @@ from fastapi.responses import JSONResponse
 from ..chat.request import ChatRequest
 from ..engine import GenerationParams
 from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
-from ..errors import (
-    LlamaContextException,
-    LlamaException,
-    LlamaInferenceException,
-    LlamaRequestException,
-    LlamaUnsupportedException,
-)
+from ..errors import ErrorKind, LlamaException, LlamaRequestException
 from ..grammar.enforcement import refuse_unenforced
 from ..grammar.gbnf import GbnfError
 from ..grammar.limits import GrammarLimitError, check_grammar_limits
@@ -111,24 +105,32 @@ def error_response(message: str, kind: str = "invalid_request_error", code: int 
     return JSONResponse(error_body(message, kind, code), status_code=code)
 
 
+# llama-server's answer to each kind of failure (``ex_wrapper``: its std::invalid_argument is 400, any
+# other exception 500): what the template or the schema converter cannot do throws invalid_argument there
+KIND_ANSWERS: dict[ErrorKind, tuple[str, int]] = {
+    ErrorKind.REQUEST: ("invalid_request_error", 400),
+    ErrorKind.UNSUPPORTED: ("invalid_request_error", 400),
+    ErrorKind.CONTEXT: ("exceed_context_size_error", 400),
+    ErrorKind.TEMPLATE: ("server_error", 500),
+    ErrorKind.MODEL: ("server_error", 500),
+    ErrorKind.INFERENCE: ("server_error", 500),
+    ErrorKind.STATE: ("server_error", 500),
+    ErrorKind.UNCLASSIFIED: ("server_error", 500),
+}
+
+
 def error_kind(exc: BaseException) -> tuple[str, int]:
-    """llama-server's error type and status for a request that failed (``ex_wrapper``: its
-    ``std::invalid_argument`` is 400, any other exception 500). A malformed request, and one asking for
-    what the template or the schema converter cannot do (upstream's converter and autoparser throw
-    ``invalid_argument`` there), are 400 ``invalid_request_error``; a prompt too long 400
-    ``exceed_context_size_error``; everything else -- a template that fails to render in a family's
-    handler, a failed decode, a bug -- 500 ``server_error``. A ``RecursionError`` (a body nested
-    deeper than some code below can follow) is 400 too. (llama-server's 501 says a server lacks a
+    """llama-server's error type and status for a request that failed: by the exception's ``kind``
+    (``KIND_ANSWERS``; a grammar llama.cpp refuses is a request error where it is raised). A
+    ``RequestError`` carries its own status; a ``RecursionError`` (a body nested deeper than some code
+    below can follow) is 400; anything else -- a bug -- 500. (llama-server's 501 says a server lacks a
     route's capability; a route answers that itself.)"""
     if isinstance(exc, RequestError):
         return "unavailable_error" if exc.status == 503 else "invalid_request_error", exc.status
-    if isinstance(exc, LlamaInferenceException) and exc.details.get("sampler") == "Grammar" \
-            and exc.message.startswith("llama.cpp rejected"):   # a grammar it refuses ("a"**: left recursion)
+    if isinstance(exc, RecursionError):
         return "invalid_request_error", 400
-    if isinstance(exc, (LlamaRequestException, LlamaUnsupportedException, GbnfError, RecursionError)):
-        return "invalid_request_error", 400
-    if isinstance(exc, LlamaContextException):
-        return "exceed_context_size_error", 400
+    if isinstance(exc, LlamaException):
+        return KIND_ANSWERS[exc.kind]
     return "server_error", 500
 
 
