@@ -31,6 +31,7 @@ from .engine.chat_completion import ChatStream
 from .engine.chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
 from .engine.structured import parse_structured_json
 from .errors import (
+    ErrorKind,
     LlamaContextException,
     LlamaException,
     LlamaInferenceException,
@@ -82,6 +83,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolLoopResult",
     "parse_structured_json",
+    "ErrorKind",
     "LlamaException",
     "LlamaModelException",
     "LlamaContextException",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ._build import build_info
 from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
-from .errors import LlamaException
+from .errors import LlamaException, LlamaRequestException
 
 if TYPE_CHECKING:
     from .server.models.catalogue import Catalogue
@@ -311,7 +311,7 @@ def _read_json(path: Path, what: str) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LlamaException(f"cannot read {what} from {path}: {exc}") from None
+        raise LlamaRequestException(f"cannot read {what} from {path}: {exc}") from None
 
 
 def _chat_options(args: argparse.Namespace) -> dict[str, object]:
@@ -325,7 +325,7 @@ def _chat_options(args: argparse.Namespace) -> dict[str, object]:
         try:
             options["custom_template"] = args.custom_template.read_text(encoding="utf-8")
         except OSError as exc:
-            raise LlamaException(f"cannot read the chat template {args.custom_template}: {exc}") from None
+            raise LlamaRequestException(f"cannot read the chat template {args.custom_template}: {exc}") from None
     if args.json_schema is not None:
         options["response_format"] = {"type": "json_schema",
                                       "json_schema": {"schema": _read_json(args.json_schema, "the JSON schema")}}
@@ -366,7 +366,7 @@ def _media_file(path: Path, kind: str) -> dict[str, object]:
     try:
         return image_part(path) if kind == "image" else audio_part(path)
     except OSError as exc:
-        raise LlamaException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
+        raise LlamaRequestException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
 
 
 def _user_message(text: str, media: list[dict[str, object]]) -> dict[str, object]:

@@ -20,8 +20,8 @@ from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
 from ..errors import (
+    LlamaArgumentException,
     LlamaContextException,
-    LlamaInferenceException,
     LlamaModelException,
     LlamaRequestException,
     LlamaStateException,
@@ -418,12 +418,12 @@ class LlamaEngine:
             self._apply_loras()
 
     def remove_lora(self, path: str | os.PathLike[str]) -> None:
-        """Stop applying the adapter at ``path`` and free it (LlamaInferenceException if not applied)."""
+        """Stop applying the adapter at ``path`` and free it (LlamaRequestException if not applied)."""
         key = Path(path).resolve()
         with self._reserved():
             entry = self._loras.pop(key, None)
             if entry is None:
-                raise LlamaInferenceException(f"no LoRA adapter {path} is applied", {"path": str(path)})
+                raise LlamaArgumentException(f"no LoRA adapter {path} is applied", {"path": str(path)})
             self._apply_loras()
             entry[0].close()
 
@@ -549,8 +549,8 @@ class LlamaEngine:
             elif isinstance(text, (list, tuple)):
                 tokens.append(self.model.vocab.token_ids(text))
             else:
-                raise LlamaInferenceException(f"texts are strings or lists of token ids; item {i} is "
-                                              f"{type(text).__name__}", {"index": i})
+                raise LlamaArgumentException(f"texts are strings or lists of token ids; item {i} is "
+                                             f"{type(text).__name__}", {"index": i})
         with self._reserved():
             embedder = self._embedder
             if embedder is None or embedder.pooling != pooling:
@@ -713,7 +713,7 @@ def _top_logprobs(params: GenerationParams) -> int | None:
     top = check_top_logprobs(params.top_logprobs)
     if not params.logprobs:
         if top:
-            raise LlamaInferenceException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
+            raise LlamaArgumentException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
         return None
     return top
 
