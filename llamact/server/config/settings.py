@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 
 from ...engine import GenerationParams, ModelParams
 from ...engine.speculative.params import speculative_params
-from ...errors import LlamaException
+from ...errors import LlamaRequestException
 from ...grammar import limits
 from ...grammar.gbnf import MAX_PARSE_DEPTH
 from .options import MODEL, SERVER, option, rows, split_list
@@ -60,15 +60,15 @@ def read_text_file(path: Path, what: str) -> str:
     """A UTF-8 text file's text; LlamaException naming the file and what is wrong with it."""
     problem = file_problem(path, what)
     if problem is not None:
-        raise LlamaException(problem)
+        raise LlamaRequestException(problem)
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise LlamaException(f"cannot read the {what} file {path}: {exc.strerror or exc}") from exc
+        raise LlamaRequestException(f"cannot read the {what} file {path}: {exc.strerror or exc}") from exc
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LlamaException(f"the {what} file {path} is not UTF-8 text (byte {exc.start}: "
+        raise LlamaRequestException(f"the {what} file {path} is not UTF-8 text (byte {exc.start}: "
                              f"{raw[exc.start:exc.start + 1]!r})") from None
 
 
@@ -377,7 +377,7 @@ class ServerSettings(BaseSettings):
             except ValueError:
                 sep = ""
             if not sep or not name:
-                raise LlamaException(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
+                raise LlamaRequestException(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
         return out
 
     def model_params(self) -> ModelParams:
@@ -411,9 +411,9 @@ def read_config_file(config_file: Path) -> dict[str, Any]:
     try:
         values = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LlamaException(f"cannot read the config file {config_file}: {exc}") from exc
+        raise LlamaRequestException(f"cannot read the config file {config_file}: {exc}") from exc
     if not isinstance(values, dict):
-        raise LlamaException(f"the config file {config_file} must hold a JSON object")
+        raise LlamaRequestException(f"the config file {config_file} must hold a JSON object")
     return values
 
 
