@@ -197,6 +197,44 @@ def test_double_braces_with_other_text_stay_content(oracle: OracleClient, templa
     assert default.message.content == "Hi\n" + envelope
 
 
+STRANDED = "<tool_call>\n" + braced(2, 2) + " and then\n</tool_call>"   # other text after the call
+GOOD = "<tool_call>\n" + braced(2, 2) + "\n</tool_call>"
+IN_ORDER = {
+    # case: (output, the final content, the calls)
+    "between_texts": ("Before.\n" + STRANDED + "\nAfter.", "Before.\n" + STRANDED + "\nAfter.", 0),
+    "alone": (STRANDED, STRANDED, 0),
+    "two_between_texts": ("A " + STRANDED + " B " + STRANDED + " C", "A " + STRANDED + " B " + STRANDED + " C", 0),
+    "before_a_call": ("Hi\n" + STRANDED + "\n" + GOOD, "Hi\n" + STRANDED + "\n", 1),
+    "before_a_single_brace_call": ("Hi\n" + STRANDED + "\n<tool_call>\n" + braced(1, 1) + "\n</tool_call>",
+                                   "Hi\n" + STRANDED + "\n", 1),
+    "after_a_call": (GOOD + "\n" + STRANDED, STRANDED, 1),   # upstream's parse has no content after a call
+}
+
+
+@pytest.mark.parametrize("case", IN_ORDER)
+@pytest.mark.parametrize("template", HERMES_TEMPLATES)
+def test_a_double_brace_envelope_that_stays_content_keeps_its_place(oracle: OracleClient, template: str,
+                                                                    case: str) -> None:
+    """The specification: a double-brace envelope with other text after the call "stays in content",
+    and content keeps its order: the text that followed the envelope comes after it, not before."""
+    answer = apply_answer(oracle, template, tools=[WEATHER], parallel_tool_calls=True)
+    output, content, calls = IN_ORDER[case]
+    upstream, default = _both(oracle, answer, output, [WEATHER])
+    assert "error" in upstream or upstream["tool_calls"] == [] or case.startswith("before_a_single")
+    assert default.message.content == content
+    assert default.message_calls == [("get_weather", '{"city": "Paris"}')] * calls
+
+
+def test_the_placeholder_is_one_the_output_does_not_hold(oracle: OracleClient) -> None:
+    """The envelope is put back for a private-use character the parse keeps in its place; an output
+    that holds the first such characters itself gets another one, and its own are kept."""
+    answer = apply_answer(oracle, "Qwen-Qwen2.5-7B-Instruct", tools=[WEATHER])
+    own = "".join(map(chr, range(0xE000, 0xE003)))
+    output = own + " Before.\n" + STRANDED + "\nAfter. " + own
+    _, default = _both(oracle, answer, output, [WEATHER])
+    assert default.message.content == output and default.message_calls == []
+
+
 @pytest.mark.parametrize("template", HERMES_TEMPLATES)
 def test_double_brace_parallel_calls(oracle: OracleClient, template: str) -> None:
     answer = apply_answer(oracle, template, tools=[WEATHER], parallel_tool_calls=True)

@@ -162,9 +162,9 @@ class DefaultStream:
                 msg.tool_calls = calls
                 return msg
             if layout.kind == HERMES:
-                fixed, stranded = repair_double_braces(text, region, layout)
-                msg = self._parse_final(fixed, truncated)
-                msg.content += stranded
+                repair = repair_double_braces(text, region, layout)
+                msg = self._parse_final(repair.text, truncated)
+                msg.content = repair.content(msg.content)
                 return msg
         return self._parse_final(text, truncated)
 
