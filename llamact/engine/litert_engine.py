@@ -38,7 +38,7 @@ from typing import Any, NoReturn
 
 from ..backends import litert
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
@@ -283,7 +283,7 @@ class LitertEngine(LlamaEngine):
         return self._default
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         return apply_request(self.templates(request.custom_template), request)
 
     def runtime_template(self) -> str | None:

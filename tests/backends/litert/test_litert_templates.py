@@ -150,3 +150,17 @@ def test_enable_thinking_false_reaches_the_runtime_template(tiny_bundle: Path) -
         reply = stream.completion()
         assert stream.generation.path == "conversation"
         assert reply.message.reasoning_content == "" and reply.content   # no thought: the answer is content
+
+
+def test_chat_template_reads_the_deprecated_json_schema_shortcut(tiny_engine: LlamaEngine) -> None:
+    """As on llama.cpp (tests/engine/test_chat_template.py): ``json_schema=`` warns, reads as the
+    response format, and a ``response_format`` passed with it wins."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    wanted = tiny_engine.chat_template(CONVERSATIONS[0], response_format={
+        "type": "json_schema", "json_schema": {"schema": schema}})
+    with pytest.warns(DeprecationWarning, match="json_schema"):
+        assert tiny_engine.chat_template(CONVERSATIONS[0], json_schema=schema).grammar == wanted.grammar != ""
+    with pytest.warns(DeprecationWarning, match="json_schema"):
+        both = tiny_engine.chat_template(CONVERSATIONS[0], json_schema={"type": "array"},
+                                         response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+    assert both.grammar == wanted.grammar
