@@ -164,3 +164,18 @@ def test_chat_template_reads_the_deprecated_json_schema_shortcut(tiny_engine: Ll
         both = tiny_engine.chat_template(CONVERSATIONS[0], json_schema={"type": "array"},
                                          response_format={"type": "json_schema", "json_schema": {"schema": schema}})
     assert both.grammar == wanted.grammar
+
+
+def test_a_renamed_qwen3_bundle_given_the_exported_template_honours_enable_thinking(tiny_bundle: Path) -> None:
+    """The specification: set ``ModelParams.chat_template`` to the exported canonical Qwen 3 template
+    for a renamed bundle; native text conversations then honour ``enable_thinking: false``."""
+    import llamact
+
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1,
+                          chat_template=llamact.LITERT_LM_QWEN3_CHAT_TEMPLATE) as engine:
+        messages = CONVERSATIONS[1]
+        off = engine.chat_template(messages, enable_thinking=False).prompt
+        assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        assert _runtime_render(engine, messages, enable_thinking=False) == off
+        on = engine.chat_template(messages).prompt
+        assert on.endswith("<|im_start|>assistant\n") and _runtime_render(engine, messages) == on
