@@ -279,7 +279,7 @@ class LitertEngine(LlamaEngine):
         if custom_template:
             return load_chat_templates(custom_template, origin=ORIGIN_PER_CALL)
         if self._default is None:
-            self._default = load_chat_templates(self._choice.source, origin=self._choice.origin)
+            self._default = load_chat_templates(self._choice.render_source, origin=self._choice.origin)
         return self._default
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
