@@ -4,6 +4,7 @@ The public API is what this module exports; everything else may change.
 """
 
 from ._build import build_info
+from .backends.litert.registry import LITERT_LM_QWEN3_CHAT_TEMPLATE
 from .chat.deltas import ToolCallDelta
 from .chat.media import MEDIA_MARKER, audio_part, image_part
 from .chat.messages import ChatMessage, ToolCall
@@ -96,4 +97,5 @@ __all__ = [
     "image_part",
     "audio_part",
     "MEDIA_MARKER",
+    "LITERT_LM_QWEN3_CHAT_TEMPLATE",
 ]

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..chat.media import MediaRef, display_prompt
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
@@ -585,9 +585,10 @@ class LlamaEngine:
         ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
         (``tools``, ``tool_choice``, ``response_format``, ``chat_template_kwargs``, ``template_now``,
         ...: see ``ChatRequest``). The template is the request's ``custom_template`` (Jinja source)
-        when given, else ``ModelParams.chat_template``, else the GGUF's own.
+        when given, else ``ModelParams.chat_template``, else the GGUF's own. The deprecated
+        ``json_schema=`` shortcut is still read (a ``DeprecationWarning``; ``response_format`` wins).
         """
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         result = self._apply(request)
         return replace(result, prompt=display_prompt(result.prompt)) if request.media else result
 

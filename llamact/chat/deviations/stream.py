@@ -2,7 +2,8 @@
 
 Per token the output is parsed as upstream parses it (resumed, never from scratch), mapping only
 content and thoughts; what is sent is the *stable* part of them (deviation 5, :mod:`.holdback`),
-reasoning cleaned per thought (deviation 4, :mod:`.reasoning`). With tools and a Qwen XML or
+reasoning cleaned per thought (deviation 4, :mod:`.reasoning`: trimmed, escapes decoded, a start
+tag repeated at the start of a forced-open thought dropped). With tools and a Qwen XML or
 Hermes layout, content is held from the first tool-call opening until generation ends: only the
 final parse tells a call from an envelope that stays content. A partial parse that fails sends
 nothing and the stream goes on (upstream ends the stream with an error there).
@@ -45,6 +46,8 @@ from .reasoning import (
     WHITESPACE,
     clean_thought,
     content_and_thoughts,
+    drop_repeated_start,
+    forced_start_tag,
     join_thoughts,
     stable_open_thought,
     thoughts,
@@ -65,6 +68,8 @@ class DefaultStream:
         self._new_id = new_id
         layout = detect_layout(result)
         self._decode = not (result.family == QWEN3_CODER_FAMILY or (layout is not None and layout.qwen3_coder))
+        # a start tag the model repeats at the start of a thought the prompt opened is dropped (deviation 4)
+        self._repeated_start = forced_start_tag(result.thinking_start_tag, result.generation_prompt)
         # the deviations on tool calls apply when calls are validated against tools
         self._layout: ToolCallLayout | None = layout if tools else None
         self._xml_tools = XmlTools(tools) if self._layout is not None and self._layout.kind == XML else None
@@ -157,9 +162,9 @@ class DefaultStream:
                 msg.tool_calls = calls
                 return msg
             if layout.kind == HERMES:
-                fixed, stranded = repair_double_braces(text, region, layout)
-                msg = self._parse_final(fixed, truncated)
-                msg.content += stranded
+                repair = repair_double_braces(text, region, layout)
+                msg = self._parse_final(repair.text, truncated)
+                msg.content = repair.content(msg.content)
                 return msg
         return self._parse_final(text, truncated)
 
@@ -198,6 +203,7 @@ class DefaultStream:
         stable part counts; ``keep_trailing`` keeps its trailing whitespace)."""
         if not texts:
             return ""
+        texts = [drop_repeated_start(texts[0], self._repeated_start), *texts[1:]]
         done = [clean_thought(t, self._decode) for t in texts[:-1]]
         if not open_end:
             return join_thoughts(done + [clean_thought(texts[-1], self._decode)])
