@@ -187,6 +187,15 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
     return {}
 
 
+def _names_a_schema(response_format: Any) -> bool:
+    """Whether ``response_format`` carries a schema of its own, which wins over the body's
+    ``json_schema`` in llama-server (``oaicompat_chat_params_parse``: a ``json_schema`` format, or a
+    ``json_object`` with a ``schema``); a ``text`` format or a bare ``json_object`` leaves it to the body's."""
+    return isinstance(response_format, dict) and (
+        response_format.get("type") == "json_schema"
+        or (response_format.get("type") == "json_object" and "schema" in response_format))
+
+
 def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     """A ``/v1/chat/completions`` (or ``/apply-template``) body."""
     if not isinstance(body, dict):
@@ -208,7 +217,8 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
                 options[option] = value
     if defaults.template_kwargs:
         options["chat_template_kwargs"] = {**defaults.template_kwargs, **(options.get("chat_template_kwargs") or {})}
-    if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
+    if body.get("json_schema") is not None and not _names_a_schema(body.get("response_format")):
+        # llama-server's own field: a schema for the reply, unless response_format names one itself
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
     if options.get("grammar"):
         check_grammar(options["grammar"])
