@@ -414,6 +414,28 @@ def test_an_error_shows_as_a_sentence(browser: Any, server: LiveServer) -> None:
     assert said.startswith("The tools setting is not valid JSON (") and said.endswith("fix it in the settings.")
 
 
+def test_the_page_waits_for_a_model_that_loads(browser: Any, server: LiveServer) -> None:
+    """While the model loads, /props answers llama-server's 503 "Loading model": the page says so as a
+    sentence and asks again until the model is there. (The 503s are given to the page's fetch here: a
+    live server is tested once healthy.)"""
+    open_page(browser, server, key=API_KEY)
+    browser.execute_script("""
+        const real = window.fetch;
+        let refusals = 3;
+        window.fetch = (path, options) => String(path).startsWith("props") && refusals-- > 0
+            ? Promise.resolve(new Response(JSON.stringify(
+                {error: {code: 503, message: "Loading model", type: "unavailable_error"}}), {status: 503}))
+            : real(path, options);
+        document.getElementById("props").replaceChildren();
+        refreshModel();
+    """)
+    notice = WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "notice").is_displayed()
+                                              and b.find_element(By.ID, "notice"))
+    assert notice.text == "The model is not available: Loading model."
+    WebDriverWait(browser, 30).until(lambda b: not b.find_element(By.ID, "notice").is_displayed())
+    assert model_fact(browser, "slots", bool) == "1"
+
+
 def test_page_asks_for_the_key_on_a_401(browser: Any, server: LiveServer) -> None:
     """Without the key the page says it needs one, instead of showing the 401's JSON (issue 27); with it
     typed, the models fill in, each shown by its file name."""

@@ -46,7 +46,7 @@ async function generate() {
     const body = requestBody(conversation, true);
     const res = await call("v1/chat/completions",
                            {method: "POST", body: JSON.stringify(body), signal: chat.controller.signal});
-    if (!res.ok) throw new PageError(await errorSentence(res));
+    if (!res.ok) throw new PageError(await errorSentence(res), res.status);
     const warning = res.headers.get("X-Llamact-Warning");
     if (warning) view.note(warning);
     const end = await readStream(res, reply, view);

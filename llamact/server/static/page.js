@@ -11,7 +11,9 @@ function wire() {
   $("input").addEventListener("input", fitInput);
   $("stop").addEventListener("click", stop);
   $("clear").addEventListener("click", clearConversation);
-  $("attach").addEventListener("change", () => attachFiles().catch((err) => showNotice(String(err))));
+  $("attach").addEventListener("change", () => {
+    attachFiles().catch((err) => showNotice("The file cannot be read: " + err.message));
+  });
   $("log").addEventListener("click", onLogClick);
   $("tab-chat").addEventListener("click", () => showTab("chat"));
   $("tab-template").addEventListener("click", () => showTab("template"));
@@ -23,7 +25,7 @@ function wire() {
   $("model").addEventListener("change", () => {
     saveSettings();
     $("model").title = $("model").value;
-    loadProps().catch((err) => showNotice(err.message));
+    loadProps().then(() => showNotice("")).catch((err) => showNotice(err.message));
   });
   $("api-key").addEventListener("change", () => {
     sessionStorage.setItem(KEY_KEY, $("api-key").value.trim());

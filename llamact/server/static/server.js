@@ -11,8 +11,14 @@ function el(tag, text, className) {
   return node;
 }
 
-// A mistake the page can say in its own words (a setting that is not JSON, a server that cannot be reached)
-class PageError extends Error {}
+// A failure the page can say in its own words (a setting that is not JSON, a server that cannot be
+// reached, an error answer made a sentence), with the answer's HTTP status where there was one
+class PageError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
 
 // -- settings kept in the browser ----------------------------------------------------------------------
 
@@ -76,7 +82,7 @@ async function call(path, options) {
 
 async function callJson(path, options) {
   const res = await call(path, options);
-  if (!res.ok) throw new PageError(await errorSentence(res));
+  if (!res.ok) throw new PageError(await errorSentence(res), res.status);
   return res.json();
 }
 
@@ -92,7 +98,7 @@ const ERROR_LEADS = {
   authentication_error: "The server needs an API key",
   invalid_request_error: "The server refused the request",
   exceed_context_size_error: "The conversation is too long for the model",
-  not_found_error: "The server does not know it",
+  not_found_error: "Not found on the server",
   unavailable_error: "The model is not available",
   not_supported_error: "The server cannot do this",
   feature_disabled: "This feature is off on the server",
@@ -156,18 +162,22 @@ async function loadProps() {
   showCaps(props.chat_template_caps || {});
 }
 
+// the models and the chosen one's facts; while the model loads (503) the page says so and asks again
 async function refreshModel() {
   try {
     await listModels();
     await loadProps();
+    showNotice("");
   } catch (err) {
     if (!(err instanceof PageError)) throw err;
-    if ($("key-needed").hidden) showNotice(err.message);   // a 401 says so in its own banner
+    if (!$("key-needed").hidden) return;   // a 401 says so in its own banner
+    showNotice(err.message);
+    if (err.status === 503) setTimeout(refreshModel, 2000);
   }
 }
 
-// a message of the page's own in the conversation (the server's state, not an answer)
+// a line of the page's own about the server's state (not about an answer); empty: none
 function showNotice(text) {
-  const note = el("div", text, "msg notice error");
-  $("log").append(note);
+  $("notice").textContent = text;
+  $("notice").hidden = !text;
 }
