@@ -33,6 +33,7 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
+from ..models import is_named_model, named_model_path
 from ..native.context import Context, ContextOptions
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ModelLoadOptions, ProgressCallback
@@ -141,12 +142,16 @@ class LlamaEngine:
         **model_options: Any,
     ) -> LlamaEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
-        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given."""
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
+        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
+        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
+        over ``params`` where both are given."""
         if (path is None) == (model_path is None):
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        if is_named_model(path):   # "qwen2.5-coder-0.5b": fetched once into llamact's cache
+            path = named_model_path(str(path))
         other = _engine_for_file(cls, path)
         if other is not None:   # a sibling runtime's file (LitertEngine: .litertlm)
             return other.load(path, params, progress, **model_options)
