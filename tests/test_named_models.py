@@ -141,6 +141,7 @@ except LlamaModelException as exc:
 """
 
 
+@pytest.mark.slow
 def test_engine_load_and_the_cli_fetch_a_name_and_report_offline(index: Path, tmp_path: Path) -> None:
     """``LlamaEngine.load(NAME)`` and ``llamact chat -m NAME`` go through the fetch: with an index
     that lacks the parts, both say so (typed, no traceback) instead of looking for a file."""
