@@ -357,11 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     by_id = {(c, e.id): e for c, es in entries.items() for e in es}
     for name in servers:
         t_server = time.monotonic()
-        server = Server(name, model, args)
-        try:
-            server.wait_ready()
-            load_s = time.monotonic() - t_server
-            for mode in modes:
+        for mode in modes:
+            # a fresh server per mode: the same prompts come again in the next mode, and a server that
+            # keeps past prompts (llama-server's --cache-ram) would answer them from its cache
+            server = Server(name, model, args)
+            try:
+                server.wait_ready()
                 for category, group in entries.items():
                     for entry in group:
                         if time.monotonic() > deadline:
@@ -376,9 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"  in text {sum(bool(r.text_calls) for r in done)}"
                           f"  http err {sum(r.status != 200 for r in done)}"
                           f"  {sum(r.seconds for r in done):.0f} s", flush=True)
-        finally:
-            server.stop()
-        print(f"{name}: {time.monotonic() - t_server:.0f} s (load {load_s:.0f} s)", flush=True)
+            finally:
+                server.stop()
+        print(f"{name}: {time.monotonic() - t_server:.0f} s", flush=True)
     minutes = (time.monotonic() - start) / 60
     meta = {"model": args.model, "model_file": str(model), "limit": args.limit, "threads": args.threads,
             "max_tokens": args.max_tokens, "modes": modes, "servers": servers, "categories": categories,
