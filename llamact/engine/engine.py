@@ -29,6 +29,7 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
+from ..models import is_named_model, named_model_path
 from ..native.context import Context
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ProgressCallback
@@ -90,8 +91,10 @@ class LlamaEngine:
         **model_options: Any,
     ) -> LlamaEngine | LitertEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
-        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given.
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
+        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
+        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
+        over ``params`` where both are given.
 
         The loader of every runtime: a file another runtime reads, by its suffix (``loader.RUNTIMES``),
         is loaded by that runtime -- ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of this
@@ -100,6 +103,8 @@ class LlamaEngine:
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        if is_named_model(path):   # "qwen2.5-coder-0.5b": fetched once into llamact's cache
+            path = named_model_path(str(path))
         other = runtime_for(path)
         if other is not None:   # another runtime's file (loader.RUNTIMES: .litertlm is LiteRT-LM's)
             return other(path, params, progress, **model_options)

