@@ -744,7 +744,8 @@ class LlamaEngine:
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         media = self.media_prompt(result.prompt, request.media) if request.media else None
         try:
             tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)

@@ -100,7 +100,8 @@ class CreateRunner:
             streams = {modes[0]: stream}
             for mode in modes[1:]:
                 parser = ChatStreamParser(stream.result, tools=request.inputs.tools, upstream_compat=mode,
-                                          is_continuation=request.is_continuation)
+                                          is_continuation=request.is_continuation,
+                                          tool_choice=request.inputs.tool_choice, named_tool=request.named_tool)
                 streams[mode] = ChatStream(stream.generation, stream.result, parser, n_prompt,
                                            stream.generation.n_cached, model=stream.model)
             with stream:
