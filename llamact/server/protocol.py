@@ -72,6 +72,8 @@ class RequestDefaults:
     parallel_tool_calls: bool = False
     # accept a response schema with keywords the grammar cannot enforce (llama-server's way)
     lenient_schemas: bool = False
+    # answer chat requests exactly as llama-server does (--upstream-compat; a request's own field wins)
+    upstream_compat: bool = False
     # the model's vocabulary, for the fields that need it (logit_bias text, ignore_eos); the slots
     # (llama-server's bound on a request's n)
     vocabulary: Vocabulary | None = None
@@ -213,6 +215,8 @@ _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
     ("reasoning_budget_message", "reasoning_budget_message", _lenient_string),
     ("thinking_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
     ("reasoning_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
+    # llamact's own: true gives llama-server's exact answer (docs/design.md deviations 2-5 and 17 off)
+    ("upstream_compat", "upstream_compat", read_bool),
 )
 
 
@@ -294,7 +298,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,
                                "enable_thinking": defaults.enable_thinking,
-                               "upstream_compat": True}   # llama-server's events, deltas and all
+                               # --upstream-compat: llama-server's events, deltas and errors (the
+                               # default: create()'s, deviations 2-5 and 17)
+                               "upstream_compat": defaults.upstream_compat}
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
             value = read(body, name)
