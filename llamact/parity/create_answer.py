@@ -47,7 +47,7 @@ class CreateRunner:
     def __init__(self, models: dict[str, Path], llama_cpp: Path, n_threads: int | None = None, *,
                  upstream_compat: bool = False) -> None:
         self._paths = models
-        self.upstream_compat = upstream_compat  # create()'s flag: docs/design.md's output deviations 2-5 off
+        self.upstream_compat = upstream_compat  # create()'s flag: docs/design.md's output deviations off
         self._llama_cpp = llama_cpp
         self._n_threads = n_threads
         self._engines: dict[str, Any] = {}

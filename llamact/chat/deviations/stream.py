@@ -1,4 +1,4 @@
-"""The default (non-upstream) chat stream: docs/design.md deviations 2-5 over upstream's parser.
+"""The default (non-upstream) chat stream: docs/design.md deviations 2-5 and 17 over upstream's parser.
 
 Per token the output is parsed as upstream parses it (resumed, never from scratch), mapping only
 content and thoughts; what is sent is the *stable* part of them (deviation 5, :mod:`.holdback`),
