@@ -621,9 +621,11 @@ class LlamaEngine:
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
-        2-5 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
-        message). Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar,
-        lazy with its triggers or prefilled with the generation prompt, or the request's ``grammar``;
+        2-5 and 17 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
+        message; calls written outside the envelope recovered, a reply the parser cannot read answered
+        with what could be read: the last chunk's ``recovery``). Sampling is wired as llama-server
+        wires it (``chat_sampling``): the template's grammar, lazy with its triggers or prefilled with
+        the generation prompt, or the request's ``grammar``;
         preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
         (None or -1: unlimited) ending a thought with the template's end tag (after
         ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
@@ -652,7 +654,8 @@ class LlamaEngine:
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         media = self._media_prompt(result.prompt, request.media) if request.media else None
         try:
             tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)

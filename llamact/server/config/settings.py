@@ -141,6 +141,10 @@ class ServerSettings(BaseSettings):
     lenient_schemas: bool = option(False, "--lenient-schemas",
                                    help="generate with response schemas whose keywords the grammar cannot enforce "
                                         "(multipleOf, not, ...), ignoring them as llama-server does, instead of 400")
+    upstream_compat: bool = option(False, "--upstream-compat",
+                                   help="answer chat requests exactly as llama-server does: no validated or "
+                                        "recovered tool calls, its stream events, and a 500 for a reply its parser "
+                                        "cannot read (a request's \"upstream_compat\" field wins)")
     # -- sampling defaults: what a request gets for the fields it leaves out (None: llama.cpp's) -----
     temp: float | None = option(None, "--temp", "--temperature", sampling="temperature",
                                 help=f"temperature (default {_G.temperature})")
