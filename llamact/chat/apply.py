@@ -158,7 +158,7 @@ def upstream_apply(templates: ChatTemplates, inputs: ChatTemplateInputs) -> Chat
         parse_string_arguments(messages)
 
     params.extra_context = extra_context(inputs.now, _kwargs(inputs.chat_template_kwargs))
-    if reads_language_codes(src):   # TranslateGemma: deviation 17 (upstream renders no languages)
+    if reads_language_codes(src):   # TranslateGemma: deviation 18 (upstream renders no languages)
         add_language_codes(messages, params.extra_context)
     params.json_schema = _schema(inputs.json_schema)
 

@@ -113,7 +113,7 @@ class ChatRequest:
     force_pure_content: bool = False        # the whole output is content (llama-server's --force-pure-content)
     custom_template: str | None = None      # Jinja source for this request only (wins over ModelParams.chat_template)
     template_now: float | None = None       # the template's clock, epoch seconds (None: the wall clock)
-    upstream_compat: bool = False           # exactly llama-server's deltas (deviations 2-5 off)
+    upstream_compat: bool = False           # exactly llama-server's deltas and errors (deviations 2-5, 17 off)
     thinking_budget_tokens: int | None = None   # None or -1: unlimited
     reasoning_budget_message: str = ""      # said before the forced end of a thought (llama-server's field)
     logprobs: bool | None = None            # None: GenerationParams.logprobs decides

@@ -29,6 +29,7 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
+from ..models import is_named_model, named_model_path
 from ..native.context import Context
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ProgressCallback
@@ -90,8 +91,10 @@ class LlamaEngine:
         **model_options: Any,
     ) -> LlamaEngine | LitertEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
-        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given.
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
+        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
+        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
+        over ``params`` where both are given.
 
         The loader of every runtime: a file another runtime reads, by its suffix (``loader.RUNTIMES``),
         is loaded by that runtime -- ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of this
@@ -100,6 +103,8 @@ class LlamaEngine:
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        if is_named_model(path):   # "qwen2.5-coder-0.5b": fetched once into llamact's cache
+            path = named_model_path(str(path))
         other = runtime_for(path)
         if other is not None:   # another runtime's file (loader.RUNTIMES: .litertlm is LiteRT-LM's)
             return other(path, params, progress, **model_options)
@@ -616,9 +621,11 @@ class LlamaEngine:
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
-        2-5 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
-        message). Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar,
-        lazy with its triggers or prefilled with the generation prompt, or the request's ``grammar``;
+        2-5 and 17 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
+        message; calls written outside the envelope recovered, a reply the parser cannot read answered
+        with what could be read: the last chunk's ``recovery``). Sampling is wired as llama-server
+        wires it (``chat_sampling``): the template's grammar, lazy with its triggers or prefilled with
+        the generation prompt, or the request's ``grammar``;
         preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
         (None or -1: unlimited) ending a thought with the template's end tag (after
         ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
@@ -647,7 +654,8 @@ class LlamaEngine:
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         media = self._media_prompt(result.prompt, request.media) if request.media else None
         try:
             tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)

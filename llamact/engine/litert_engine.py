@@ -411,7 +411,8 @@ class LitertEngine:
         sampling = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         n_prompt = len(self.tokenize(result.prompt))
         if n_prompt >= self.n_ctx:
             raise LlamaContextException(f"the prompt ({n_prompt} tokens) does not fit the context ({self.n_ctx} "

@@ -1,4 +1,4 @@
-"""docs/design.md deviation 17: TranslateGemma's language codes from ``chat_template_kwargs``.
+"""docs/design.md deviation 18: TranslateGemma's language codes from ``chat_template_kwargs``.
 
 The template here has TranslateGemma's shape (from its model card: a user message's content is a
 list whose text item carries ``source_lang_code`` and ``target_lang_code``; the prompt names both).

@@ -1,4 +1,4 @@
-"""Deviation 17: TranslateGemma's language codes from ``chat_template_kwargs``, defaulting to en-GB.
+"""Deviation 18: TranslateGemma's language codes from ``chat_template_kwargs``, defaulting to en-GB.
 
 TranslateGemma's template reads the languages from each user message's content item
 (``{"type": "text", "text": ..., "source_lang_code": "en", "target_lang_code": "ko"}``). At the

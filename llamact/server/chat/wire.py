@@ -153,6 +153,8 @@ _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
     ("reasoning_budget_message", "reasoning_budget_message", _lenient_string),
     ("thinking_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
     ("reasoning_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
+    # llamact's own: true gives llama-server's exact answer (docs/design.md deviations 2-5 and 17 off)
+    ("upstream_compat", "upstream_compat", read_bool),
 )
 
 
@@ -209,7 +211,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,
                                "enable_thinking": defaults.enable_thinking,
-                               "upstream_compat": True}   # llama-server's events, deltas and all
+                               # --upstream-compat: llama-server's events, deltas and errors (the
+                               # default: create()'s, deviations 2-5 and 17)
+                               "upstream_compat": defaults.upstream_compat}
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
             value = read(body, name)

