@@ -4,11 +4,13 @@
 #
 #   bash scripts/test.sh               # the whole suite: every test (CI runs exactly this)
 #   bash scripts/test.sh --fast        # the inner loop: every test not marked slow (-m "not slow")
-#   bash scripts/test.sh [--fast] ARGS # extra arguments go to pytest (-k stop, tests/chat, -x, ...)
+#   bash scripts/test.sh [--fast] ARGS # extra arguments go to pytest (-k stop, tests/chat, -n 2, ...)
 #
 # The slow tests (marker `slow`: the list in tests/conftest.py and each module's own marks) are the
-# full-corpus scoreboard, the server suites against llama-server, the sdist build, the README's
-# examples, the tools (ruff, mypy) and the real clients; the full suite runs them all.
+# full-corpus scoreboard and the tests that read the full corpus, the server suites against
+# llama-server and the servers started per test, the peer, the sdist build, the README's examples,
+# mypy and the real clients; the full suite runs them all. Oracle answers come from the answer
+# cache under $LLAMACT_CACHE (tests/conftest.py says why that is honest), so a second run is faster.
 set -euo pipefail
 fast=no
 if [ "${1:-}" = "--fast" ]; then

@@ -65,13 +65,45 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+# The fast tier (`bash scripts/test.sh --fast`: -m "not slow") leaves these out besides the tests
+# each module marks slow itself: what starts its own servers, the peer or a tool over the whole
+# package, and the tests that read the full corpus (the scoreboard's work). The full suite runs all.
+SLOW = (
+    "tests/test_code_quality.py::test_mypy",                  # run `mypy llamact/<pkg>` on what you change
+    "tests/chat/test_output_parser.py::test_damaged_outputs_stream_as_upstream",
+    "tests/peg/test_executor_parity.py::test_corpus_streams_full",
+    "tests/peg/test_executor_parity.py::test_mutated_corpus_streams",
+    "tests/peg/test_peg_grammar_parity.py::test_template_arenas_full_corpus",
+    "tests/compat/test_side_by_side.py",                       # llama-cpp-python in its own process
+    "tests/compat/test_docs_examples.py",
+    "tests/backends/litert/test_litert_serve.py",              # `llamact serve` on a bundle
+    "tests/parity/test_logprobs_server.py",                    # llama-server beside llamact
+    "tests/parity/test_embeddings_server.py",
+    "tests/parity/test_speculative_parity.py",
+    "tests/server/test_client_langchain.py",                   # the real clients
+    "tests/server/test_client_litellm.py",
+    "tests/server/test_client_openai_responses.py",
+    "tests/server/test_embedding_disconnect.py",
+    "tests/server/test_edge.py",                               # servers of their own, per test
+    "tests/server/test_hostile_grammars.py",
+    "tests/server/test_router.py",
+    "tests/server/test_shutdown.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Parity tests (marker ``parity`` or under tests/parity/: the corpora, the specialized families,
-    the streams, the servers' wire parity, server_e2e) run the parser memo in ``verify``: every reuse is rebuilt and compared,
-    and a difference raises, so the request shapes of the whole corpus check the memo's keys. The
-    other tests run it ``on``, as users do (verify costs a fresh build on every hit).
-    tests/chat/test_parser_memo.py switches it itself. Set before the test's fixtures, so a
-    module's fixtures run in the mode of its first test."""
+    the streams, the servers' wire parity, server_e2e) run the parser memo in ``verify``: every
+    reuse is rebuilt and compared, and a difference raises, so the request shapes of the whole
+    corpus check the memo's keys. The other tests run it ``on``, as users do (verify costs a fresh
+    build on every hit). tests/chat/test_parser_memo.py switches it itself. Set before the test's
+    fixtures, so a module's fixtures run in the mode of its first test."""
     if _MEMO_FROM_ENVIRONMENT is None:
         parity = item.get_closest_marker("parity") is not None or item.nodeid.startswith("tests/parity/")
         os.environ["LLAMACT_PARSER_MEMO"] = "verify" if parity else "on"
