@@ -84,7 +84,7 @@ SLOW = (
     "tests/server/test_client_litellm.py",
     "tests/server/test_client_openai_responses.py",
     "tests/server/test_embedding_disconnect.py",
-    "tests/server/test_edge.py",                               # servers of their own, per test
+    "tests/server/test_edge.py",                               # servers of their own
     "tests/server/test_hostile_grammars.py",
     "tests/server/test_router.py",
     "tests/server/test_shutdown.py",
