@@ -83,6 +83,17 @@ def test_the_docs_mark_their_examples() -> None:
     assert len(BLOCKS) >= 15 and len(pages) >= 10, "the guides' examples are marked runnable"
 
 
+def test_a_streamed_example_ends_its_line_before_the_next_print() -> None:
+    """A block that streams with ``end=""`` ends the line (``print()``) before it prints anything else,
+    or the next output runs into the streamed text."""
+    streaming = [(name, line, source) for name, line, source in BLOCKS if 'end=""' in source]
+    assert streaming
+    for name, line, source in streaming:
+        rest = source.split('end=""', 1)[1].split("\n")[1:]
+        following = next((text.strip() for text in rest if text.strip().startswith("print(")), "print()")
+        assert following.startswith("print()"), f"{name}:{line}: {following}"
+
+
 @pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "line", "source"), BLOCKS, ids=[f"{name}:{line}" for name, line, _ in BLOCKS])
