@@ -3,6 +3,7 @@
     params, options = chat_keywords(params, options)     # create()'s keywords: sampling vs request
     complete_chat(backend, messages, params, options)     # create() run to its end
     create_structured(backend, messages, output, params, options)
+    takes_tools(backend, custom_template=None) -> bool    the template has a tool-call format
 
 What enters: a runtime (``LlamaEngine``, ``LitertEngine``, ``BatchScheduler``) and a chat call's
 arguments. What leaves: what the runtime's ``create()`` gives, collected or validated. Each runtime's
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..chat.oai import ChatRequestError
 from ..chat.request import REQUEST_OPTIONS, as_chat_request
+from ..errors import LlamaException
 from .backend import ChatBackend
 from .chat_types import ChatCompletion
 from .params import (
@@ -28,7 +30,9 @@ from .params import (
     with_sampling_keywords,
 )
 
-__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured"]
+__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured", "takes_tools"]
+
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
 
 
 def chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
@@ -77,3 +81,17 @@ def create_structured(backend: ChatBackend, messages: Any, output: Any, params: 
     request = as_chat_request(messages, {**options, "response_format": response_format_for(output)})
     reply = complete_chat(backend, request, params, {})
     return validate_output(output, reply.content, reply.finish_reason)
+
+
+def takes_tools(backend: ChatBackend, custom_template: str | None = None) -> bool:
+    """Whether a request's tools reach the model as something it can call: the template renders a
+    tool-call format (a grammar for one tool). Templates without one render the conversation and drop
+    the tools (SmolLM2's, Gemma 3's); every entry point refuses a demanded call through them
+    (``chat/tool_format.py``). A template that fails on tools answers True: its requests say how."""
+    options = {"custom_template": custom_template} if custom_template is not None else {}
+    try:
+        result = backend.chat_template([{"role": "user", "content": "Hi"}], tools=[_PROBE_TOOL], tool_choice="auto",
+                                       **options)
+    except LlamaException:
+        return True
+    return bool(result.grammar)

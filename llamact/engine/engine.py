@@ -19,6 +19,7 @@ from ..chat.request import ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
+from ..chat.tool_format import refuse_uncallable
 from ..errors import (
     LlamaContextException,
     LlamaInferenceException,
@@ -645,6 +646,8 @@ class LlamaEngine:
             refuse_unenforced(request.inputs.json_schema,
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
+        # "required" through a template without a tool-call format: refused (deviation 15), not answered in text
+        refuse_uncallable(request, result, lambda: self._templates.templates(request.custom_template))
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
                                   is_continuation=request.is_continuation)
         media = self._media_prompt(result.prompt, request.media) if request.media else None

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ...chat.tool_format import template_path
 from ...engine import GenerationParams, ModelParams
 from ...engine.speculative.params import speculative_params
 from ...errors import LlamaException
@@ -127,7 +128,8 @@ class ServerSettings(BaseSettings):
     lora_scaled: Strings = option((), "--lora-scaled", metavar="FNAME:SCALE", help="LoRA adapters with a scale")
     # -- chat ---------------------------------------------------------------------------------------
     chat_template_file: Path | None = option(None, "--chat-template-file", metavar="FNAME",
-                                             help="a Jinja chat template to use instead of the model's")
+                                             help="a Jinja chat template to use instead of the model's, or the "
+                                                  "name of one llamact ships: chatml-tools (ChatML with tool calls)")
     chat_template_kwargs: dict[str, Any] = option({}, "--chat-template-kwargs", metavar="JSON",
                                                   help="variables every request's template sees, a JSON object "
                                                        "(a request's own chat_template_kwargs win)")
@@ -325,6 +327,14 @@ class ServerSettings(BaseSettings):
                 value = json.loads(value)
             except ValueError as exc:
                 raise ValueError(f"--chat-template-kwargs must be a JSON object: {exc}") from None
+        return value
+
+    @field_validator("chat_template_file", mode="before")
+    @classmethod
+    def _shipped_template(cls, value: Any) -> Any:
+        """A shipped template's name (``chatml-tools``) is its file, unless a file of that name is here."""
+        if isinstance(value, str) and "/" not in value and not Path(value).exists():
+            return template_path(value) or value
         return value
 
     @field_validator("n_gpu_layers", mode="before")
