@@ -15,7 +15,7 @@ from .chat.tool_format import TOOL_MODEL, TOOL_TEMPLATE, cannot_call, demanded_c
 from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
 from .engine.chat_calls import takes_tools
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
-from .errors import LlamaException
+from .errors import LlamaException, LlamaModelException
 
 if TYPE_CHECKING:
     from .server.models.catalogue import Catalogue
@@ -205,7 +205,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"llamact: error: {problem}", file=sys.stderr)
         return 1
-    serve(catalogue)
+    try:
+        serve(catalogue)
+    except LlamaModelException:   # the model did not load: the server's log said why, once
+        return 1
     return 0
 
 
@@ -512,6 +515,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
+    if not args.verbose:   # llama.cpp's own lines ("failed to decode" on a cancelled request...) only with -v;
+        # a failure still quotes them (native.log keeps the recent warnings and errors for its exception)
+        logging.getLogger("llamact.native").setLevel(logging.CRITICAL + 1)
     try:
         if args.command == "serve":
             return _cmd_serve(args)

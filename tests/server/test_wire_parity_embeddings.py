@@ -215,6 +215,17 @@ def test_a_generation_server_embeds_without_the_embeddings_flag(upstream: dict[s
     assert generated == 200
 
 
+def test_openai_embeddings_without_pooling_say_which_flag(upstream: dict[str, LlamaServer], server: LiveServer) -> None:
+    """Deviation 14: a default server (SmolLM2 names no pooling) refuses OpenAI's route as llama-server
+    does, its status, type and words, and then says what to do: start with --pooling mean."""
+    expected_status, expected = _post(upstream["none"].port, "/v1/embeddings", {"input": "hi"})
+    status, got = _post(server.port, "/v1/embeddings", {"input": "hi"}, server.headers())
+    assert (status, got["error"]["type"]) == (expected_status, expected["error"]["type"]) == (400,
+                                                                                          "invalid_request_error")
+    assert got["error"]["message"].startswith(expected["error"]["message"])
+    assert "start the server with --pooling mean" in got["error"]["message"]
+
+
 def test_rerank_of_nothing_is_a_400_where_llama_server_crashes(smollm2_path: Path, rank_server: LiveServer) -> None:
     """Deviation 12: an empty query and document make no tokens; llama-server's process dies on it
     (its own server, so the others are not lost), llamact answers 400."""

@@ -371,11 +371,20 @@ class ServerSettings(BaseSettings):
         return smollm2_path()
 
     def model_name(self) -> str:
-        """The name answers carry: the first alias, else the model as given (llama-server's
-        ``common_params_model::get_name``: the path as given; the bundled model's path)."""
+        """The name answers and ``/v1/models`` carry: the first alias, else the model as given
+        (llama-server's ``common_params_model::get_name``: the ``-m`` path as given), else -- the
+        bundled model, which llama-server has no counterpart of -- its file name, not its path in
+        site-packages. The log and error messages say ``model_label()``."""
         if self.alias:
             return self.alias[0]
-        return self.model if self.model is not None else str(self.model_path())
+        return self.model if self.model is not None else self.model_path().name
+
+    def model_label(self) -> str:
+        """The model as the log and error messages name it: the first alias, else its file name (an
+        ``hf://`` address's file, a named model's name), never a directory path."""
+        if self.alias:
+            return self.alias[0]
+        return Path(self.model).name if self.model is not None else self.model_path().name
 
     def loras(self) -> list[tuple[str, float]]:
         """(adapter as given, scale): ``--lora`` ones first (scale 1), then ``--lora-scaled``."""

@@ -60,6 +60,8 @@ class ServerState:
         self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.loras()]
         # the name answers carry: the router's entry, else the first --alias, else the model as given
         self.model_name = name or settings.model_name()
+        # the name the log and error messages say: the router's entry, else settings.model_label()
+        self.label = settings.model_label() if self.model_name == settings.model_name() else self.model_name
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
         self.warned_tools = False             # the log has said that it does not
@@ -111,7 +113,7 @@ class ServerState:
                 self._worker = EngineWorker(engine, abort=engine.cancel)
             self._engine = engine
         except Exception as exc:   # reported by /health; `llamact serve` then stops (exit_on_load_error)
-            log.error("loading the model failed: %s", exc)
+            log.debug("loading the model failed: %s", exc, exc_info=True)   # the server log says it once
             self.load_error = str(exc)
             if self.on_load_error is not None:
                 self.on_load_error()

@@ -35,7 +35,7 @@ SERVER_REMEDY = (f"start the server with a model made for tools (llamact serve -
 
 def _template(state: Any) -> str:
     path = state.settings.chat_template_file
-    return f"the chat template file {path}" if path is not None else f"model {state.model_name}'s chat template"
+    return f"the chat template file {path}" if path is not None else f"model {state.label}'s chat template"
 
 
 def tool_policy(request: ChatRequest, state: Any) -> str | None:
@@ -52,6 +52,6 @@ def tool_policy(request: ChatRequest, state: Any) -> str | None:
         state.warned_tools = True
         log = getattr(state, "log", None)
         if log is not None:
-            log.warning(f"model {state.model_name}: a request brought tools, but {warning} ({SERVER_REMEDY}; later "
+            log.warning(f"model {state.label}: a request brought tools, but {warning} ({SERVER_REMEDY}; later "
                         "requests are not logged, their answers carry X-Llamact-Warning)", model=state.model_name)
     return warning
