@@ -4,11 +4,11 @@ way by every entry point (the library, ``llamact chat``, ``llamact serve``, the 
     template_path("chatml-tools") -> Path       a template llamact ships (``builtin/``), by name
     demanded_call(tool_choice) -> str | None    'is "required"' / 'names the function ...' / None
     cannot_call(template, demand, remedy) -> str    the message; each entry point names its own remedy
-    refuse_uncallable(request, result, templates)  the library's refusal (LlamaUnsupportedException)
 
 SmolLM2's and Gemma 3's templates render no tools and have no tool-call format: no call can be made
 through them, so a ``tool_choice`` that demands one -- ``"required"`` or a named function -- is
-refused everywhere (llama-server answers such a request with plain text: docs/design.md deviation 15).
+refused everywhere (the library: ``engine.chat_calls.refuse_uncallable`` and
+``deviations/named_tool.py``; llama-server answers such a request with plain text: docs/design.md deviation 15).
 The remedies: a model made for tools (``TOOL_MODEL``, a named model of ``llamact.models``), or a
 template with a tool-call format, such as the ChatML one llamact ships (``TOOL_TEMPLATE``: Hermes'
 ``<tool_call>`` JSON, which the autoparser reads).
@@ -16,19 +16,11 @@ template with a tool-call format, such as the ChatML one llamact ships (``TOOL_T
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from ..errors import LlamaUnsupportedException
-
-if TYPE_CHECKING:   # request.py reaches this module through deviations/named_tool.py
-    from .request import ChatRequest
-    from .result import ChatTemplateResult
-    from .templates import ChatTemplates
+from typing import Any
 
 __all__ = ["LIBRARY_REMEDY", "TOOL_MODEL", "TOOL_TEMPLATE", "builtin_templates", "cannot_call", "demanded_call",
-           "refuse_uncallable", "template_path"]
+           "template_path"]
 
 TOOL_MODEL = "qwen2.5-coder-0.5b"       # the named model to suggest: small, and its template calls tools
 TOOL_TEMPLATE = "chatml-tools"          # the shipped template to suggest
@@ -65,18 +57,3 @@ def cannot_call(template: str, demand: str, remedy: str) -> str:
     return (f"tool_choice {demand}, but {template} has no tool-call format: the model cannot call a tool "
             f"through it; {remedy}")
 
-
-def refuse_uncallable(request: ChatRequest, result: ChatTemplateResult,
-                      templates: Callable[[], ChatTemplates]) -> None:
-    """Raise ``LlamaUnsupportedException`` when ``request`` demands a call (``"required"``) that
-    ``result`` cannot constrain: its template has no tool-call format, so upstream rendered no grammar.
-    (A named function is refused where it is forced, ``deviations/named_tool.py``.) ``templates``
-    gives the request's template set, asked only to name it."""
-    inputs = request.inputs
-    if not inputs.tools or inputs.tool_choice != "required" or inputs.named_tool is not None:
-        return
-    if not result.grammar and not request.grammar:
-        origin = templates().for_request(True).origin
-        raise LlamaUnsupportedException(
-            cannot_call(f"the chat template from {origin}", 'is "required"', LIBRARY_REMEDY),
-            {"origin": origin, "family": result.family, "tool_choice": "required"})

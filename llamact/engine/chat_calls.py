@@ -4,6 +4,7 @@
     complete_chat(backend, messages, params, options)     # create() run to its end
     create_structured(backend, messages, output, params, options)
     takes_tools(backend, custom_template=None) -> bool    the template has a tool-call format
+    refuse_uncallable(request, result, templates)          "required" without one: LlamaUnsupportedException
 
 What enters: a runtime (``LlamaEngine``, ``LitertEngine``, ``BatchScheduler``) and a chat call's
 arguments. What leaves: what the runtime's ``create()`` gives, collected or validated. Each runtime's
@@ -15,11 +16,15 @@ and for ``GenerationParams.grammar`` in a chat request (the request's ``grammar`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from ..chat.oai import ChatRequestError
-from ..chat.request import REQUEST_OPTIONS, as_chat_request
-from ..errors import LlamaException
+from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
+from ..chat.result import ChatTemplateResult
+from ..chat.templates import ChatTemplates
+from ..chat.tool_format import LIBRARY_REMEDY, cannot_call
+from ..errors import LlamaException, LlamaUnsupportedException
 from .backend import ChatBackend
 from .chat_types import ChatCompletion
 from .params import (
@@ -30,7 +35,8 @@ from .params import (
     with_sampling_keywords,
 )
 
-__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured", "takes_tools"]
+__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured", "refuse_uncallable",
+           "takes_tools"]
 
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
 
@@ -95,3 +101,19 @@ def takes_tools(backend: ChatBackend, custom_template: str | None = None) -> boo
     except LlamaException:
         return True
     return bool(result.grammar)
+
+
+def refuse_uncallable(request: ChatRequest, result: ChatTemplateResult,
+                      templates: Callable[[], ChatTemplates]) -> None:
+    """Raise ``LlamaUnsupportedException`` when ``request`` demands a call (``"required"``) that
+    ``result`` cannot constrain: its template has no tool-call format, so upstream rendered no grammar.
+    (A named function is refused where it is forced, ``deviations/named_tool.py``.) ``templates``
+    gives the request's template set, asked only to name it."""
+    inputs = request.inputs
+    if not inputs.tools or inputs.tool_choice != "required" or inputs.named_tool is not None:
+        return
+    if not result.grammar and not request.grammar:
+        origin = templates().for_request(True).origin
+        raise LlamaUnsupportedException(
+            cannot_call(f"the chat template from {origin}", 'is "required"', LIBRARY_REMEDY),
+            {"origin": origin, "family": result.family, "tool_choice": "required"})

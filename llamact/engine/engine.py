@@ -19,7 +19,6 @@ from ..chat.request import ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
-from ..chat.tool_format import refuse_uncallable
 from ..errors import (
     LlamaContextException,
     LlamaInferenceException,
@@ -36,7 +35,7 @@ from ..native.model import Model, ProgressCallback
 from ..native.mtmd import Projector
 from ..native.sampler import SamplerChain
 from . import chat_calls
-from .chat_calls import chat_keywords, check_chat_params
+from .chat_calls import chat_keywords, check_chat_params, refuse_uncallable
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
