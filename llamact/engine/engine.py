@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -205,9 +205,16 @@ class LlamaEngine:
         control tokens as their text."""
         return self.model.vocab.token_to_piece(token, special=special)
 
-    def get_metadata(self) -> dict[str, str]:
-        """The GGUF's metadata, key -> value as text."""
-        return self.model.metadata()
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
+        """The GGUF's metadata, key -> value as text; with ``key``, that key's value (``default`` when
+        the file has none), as ``get_metadata("tokenizer.chat_template")``."""
+        metadata = self.model.metadata()
+        return metadata if key is None else metadata.get(key, default)
 
     # -- what callers read about the model and its context (the engine's face: nothing outside
     # -- engine/ and native/ reads the native objects) ---------------------------------------
