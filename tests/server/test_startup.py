@@ -92,3 +92,20 @@ def test_llama_cpps_own_lines_only_with_verbose(tmp_path: Path) -> None:
     assert line.startswith("llamact: error: llama.cpp could not load") and "gguf_init_from_reader" in line
     verbose = subprocess.run([*run, "-v"], capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
     assert any(text.startswith("gguf_init_from_reader") for text in verbose.stderr.splitlines()), verbose.stderr
+
+
+@pytest.mark.model
+def test_the_shipped_tool_template_by_name_gives_the_default_model_tool_calls() -> None:
+    """The remedy the 400 names: ``--chat-template-file chatml-tools`` (a template llamact ships, found
+    by name) gives the bundled SmolLM2 a tool-call format, so a named choice is a call, not a 400."""
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [tool], "max_tokens": 160,
+            "temperature": 0, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    with LiveServer("--threads", "1", "--ctx-size", "1024", "--chat-template-file", "chatml-tools") as live:
+        status, raw = live.request("POST", "/v1/chat/completions", json.dumps(body).encode())
+        log = live.log_tail(20000)
+    assert status == 200, raw
+    (call,) = json.loads(raw)["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and "city" in json.loads(call["function"]["arguments"])
+    assert "template file" in log and "chatml-tools.jinja" in log and ", tool calls" in log
