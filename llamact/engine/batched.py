@@ -54,7 +54,7 @@ from typing import Any
 from ..chat.request import ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.templates import ChatTemplates
-from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
+from ..errors import LlamaArgumentException, LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
@@ -291,7 +291,7 @@ class BatchScheduler:
 
     def _check_prompt(self, tokens: Sequence[int]) -> None:
         if not tokens:
-            raise LlamaInferenceException("the prompt is empty: give at least one token")
+            raise LlamaArgumentException("the prompt is empty: give at least one token")
         if len(tokens) >= self.n_ctx_seq:
             raise LlamaContextException(
                 f"the prompt ({len(tokens)} tokens) does not fit a slot ({self.n_ctx_seq} tokens: the context "
@@ -365,7 +365,7 @@ class BatchScheduler:
 
     def _slot_action(self, seq: int, action: Callable[[_Slot], Any]) -> Future[Any]:
         if seq != -1 and not 0 <= seq < self.n_slots:
-            raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
+            raise LlamaArgumentException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
         future: Future[Any] = Future()
         with self._cond:
             if self._closed:

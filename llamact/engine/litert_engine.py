@@ -45,7 +45,7 @@ from typing import Any, NoReturn, overload
 
 from ..backends import litert
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
@@ -344,11 +344,11 @@ class LitertEngine:
         if custom_template:
             return load_chat_templates(custom_template, origin=ORIGIN_PER_CALL)
         if self._default is None:
-            self._default = load_chat_templates(self._choice.source, origin=self._choice.origin)
+            self._default = load_chat_templates(self._choice.render_source, origin=self._choice.origin)
         return self._default
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         return apply_request(self.templates(request.custom_template), request)
 
     def runtime_template(self) -> str | None:
@@ -416,7 +416,8 @@ class LitertEngine:
         sampling = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         n_prompt = len(self.tokenize(result.prompt))
         if n_prompt >= self.n_ctx:
             raise LlamaContextException(f"the prompt ({n_prompt} tokens) does not fit the context ({self.n_ctx} "

@@ -27,6 +27,10 @@ deviations may explain one, and the verdict names each that did:
   format (the models' own SmolLM2 and Gemma 3 templates): llama-server answers text, the tools dropped;
   llamact refuses with LlamaUnsupportedException (engine/chat_calls.py ``refuse_uncallable``), in
   both modes, as the server route and the CLI do. Named only when the server's answer holds no call.
+* ``17-recovery``: llamact's final message carries the extension field ``llamact`` (calls recovered
+  from outside the envelope or malformed, each valid for its tool's schema; or the final parse failed
+  and the reply is what could be read) -- where llama-server's final parse failed (its 500), or where
+  the final messages differ in content and calls.
 
 A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
 before any output-side behaviour.
@@ -50,6 +54,7 @@ REASONING_TRIM = "4-reasoning-trim"
 STREAMING = "5-streaming"
 NAMED_TOOL_CHOICE = "9-named-tool-choice"
 DEMANDED_CALL_REFUSED = "15-demanded-call-refused"
+RECOVERY = "17-recovery"
 TIMING_COUNTS = ("prompt_n", "predicted_n", "cache_n")
 
 
@@ -207,7 +212,18 @@ def _explains_calls(case: E2ECase, s: ChatAnswer, ll: ChatAnswer) -> str | None:
         if parsed_llamact[:len(parsed_server)] == parsed_server and all(
                 _tool_schema(case, c["name"]) is not None for c in llamact_calls):
             return DOUBLE_BRACES
+    if _recovered(case, ll):
+        return RECOVERY
     return None
+
+
+def _recovered(case: E2ECase, ll: ChatAnswer, failed: bool = False) -> bool:
+    """llamact's final message carries deviation 17's report (``failed``: of a final parse that
+    failed), and every call it has is valid for its tool."""
+    report = ll.final_json.get("llamact") if isinstance(ll.final_json, dict) else None
+    if not isinstance(report, dict) or (failed and not report.get("parse_error")):
+        return False
+    return all(call_is_valid(case, call) for call in ll.final["tool_calls"])
 
 
 def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
@@ -245,6 +261,8 @@ def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAn
     if isinstance(server, ChatAnswer) and _refuses_demanded_call(case, server, llamact):   # (either mode)
         return Verdict("deviation", (DEMANDED_CALL_REFUSED,))
     if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
+        if not upstream_compat and isinstance(llamact, ChatAnswer) and _recovered(case, llamact, failed=True):
+            return Verdict("deviation", (RECOVERY,))   # llama-server's final parse failed; llamact answered
         if case.named_tool_choice and not upstream_compat:
             if isinstance(llamact, ChatAnswer):
                 # the server ran the request as "auto" and its parser failed on the free output

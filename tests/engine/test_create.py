@@ -257,6 +257,27 @@ def test_a_call_cut_by_max_tokens_is_not_sent(engine: LlamaEngine) -> None:
     assert completion.tool_calls == [] and completion.content == ""
 
 
+README_TEMPLATE = """{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+README_WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_a_named_call_ends_when_the_call_ends(engine: LlamaEngine) -> None:
+    """Issue 43, the README's first tool example: the forced call's grammar admitted whitespace after
+    it, SmolLM2 wrote "\\n\\n" and blanks instead of its end token and ran out of 64 tokens
+    (finish_reason "length", the call withheld). The grammar now ends with the call."""
+    completion = engine.complete_chat([{"role": "user", "content": "Weather in Paris?"}], tools=[README_WEATHER],
+                                      tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                      custom_template=README_TEMPLATE, params=GREEDY)
+    assert completion.finish_reason == "tool_calls" and completion.text.endswith("</tool_call>"), completion.text
+    assert [c.name for c in completion.tool_calls] == ["get_weather"]
+
+
 def test_context_overflow_ends_with_length_or_a_typed_error(smollm2_path: Path) -> None:
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=1)) as small:
         long_ask = [{"role": "user", "content": "word " * 400}]

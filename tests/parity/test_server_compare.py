@@ -30,6 +30,7 @@ from llamact.parity.server_compare import (
     NAMED_TOOL_CHOICE,
     QWEN_XML,
     REASONING_TRIM,
+    RECOVERY,
     STREAMING,
     call_is_valid,
     compare,
@@ -407,3 +408,29 @@ def test_the_scoreboard_says_why_the_row_is_left_out(tmp_path: Path, monkeypatch
     # one named on the command line that is not there is an error, not a quiet exclusion
     with pytest.raises(SystemExit, match="--server"):
         server_e2e_exclusion(args(server=str(tmp_path / "nope")), models, None)
+
+
+FENCED_TEXT = '```json\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n```'
+
+
+def recovered_answer(report: Json, text: str = FENCED_TEXT, arguments: str = '{"location": "Paris"}') -> ChatAnswer:
+    final = {"role": "assistant", "content": "", "llamact": report, "tool_calls": [
+        {"type": "function", "id": "", "function": {"name": "get_weather", "arguments": arguments}}]}
+    return answer([_call_delta(0, "abc", "get_weather", arguments)], final, finish="tool_calls", text=text)
+
+
+def test_a_recovered_call_is_deviation_17() -> None:
+    """The server leaves a fenced call as content (or its final parse fails: a 500); llamact answers
+    with the call and its report, a call valid for its tool. Not in upstream_compat; not an invalid call."""
+    case = E2ECase("smollm2/test/auto", "smollm2", "Qwen-Qwen2.5-7B-Instruct", WEATHER_CALLS, TOOLS, "auto")
+    server = answer([{"content": FENCED_TEXT}], {"role": "assistant", "content": FENCED_TEXT}, text=FENCED_TEXT)
+    report = {"parse_error": None, "recovered": ["fenced_block"]}
+    assert compare(case, server, recovered_answer(report)).deviations == (RECOVERY,)
+    assert compare(case, server, recovered_answer(report), upstream_compat=True).kind == "different"
+    assert compare(case, server, recovered_answer(report, arguments='{"town": "Paris"}')).kind == "different"
+    failed = {"parse_error": "The model produced output that does not match the expected peg-native format",
+              "recovered": ["stray_text"]}
+    server_500 = "The model produced output that does not match the expected peg-native format"
+    assert compare(case, server_500, recovered_answer(failed)).deviations == (RECOVERY,)
+    assert compare(case, server_500, recovered_answer(report)).kind == "different"   # no parse error reported
+    assert compare(case, server_500, recovered_answer(failed), upstream_compat=True).kind == "different"

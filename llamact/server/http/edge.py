@@ -32,7 +32,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 
-from ...errors import LlamaException
+from ...errors import LlamaRequestException
 from ..config.settings import ServerSettings, read_text_file
 from .errors import error_response
 
@@ -49,7 +49,7 @@ def api_keys(settings: ServerSettings) -> tuple[str, ...]:
         text = read_text_file(settings.api_key_file, "API key")
         keys += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if any(not key for key in keys):
-        raise LlamaException("an API key is empty")
+        raise LlamaRequestException("an API key is empty")
     return tuple(keys)
 
 

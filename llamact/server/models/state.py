@@ -94,6 +94,7 @@ class ServerState:
                 reasoning_format=self.settings.reasoning_format,
                 enable_thinking=reasoning == "on" or (reasoning == "auto" and _template_thinks(templates)),
                 parallel_tool_calls=caps.supports_parallel_tool_calls, lenient_schemas=self.settings.lenient_schemas,
+                upstream_compat=self.settings.upstream_compat,
                 vocabulary=Vocabulary(engine.n_vocab, lambda: engine.eog_tokens,
                                       lambda text: engine.tokenize(text, add_special=False, parse_special=False)),
                 n_parallel=self.settings.parallel, sampling=self.settings.sampling_defaults(),

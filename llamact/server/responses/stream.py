@@ -9,9 +9,11 @@ What enters: the chat path's ``ChatChunk`` values with the final ``ChatMessage``
 come, ``output_item.added`` for the thought, the message (with its ``content_part.added``) and each
 call, ``reasoning_text.delta`` / ``output_text.delta`` / ``function_call_arguments.delta``; at the end
 the ``*.done`` events of the final message and ``response.completed`` with the output, usage and
-timings. Upstream's quirks are kept: the final parse's deltas are not streamed (only the ``done``
-events show them), the streamed reasoning item has no status, no ``sequence_number``, and no
-``[DONE]`` after the last event.
+timings (and llamact's extension field ``llamact`` when the reply needed recovery, deviation 17).
+Upstream's quirks are kept: the final parse's deltas are not streamed (only the ``done`` events
+show them; ``upstream_compat`` streams only: the default stream's last deltas are ordinary ones),
+the streamed reasoning item has no status, no ``sequence_number``, and no ``[DONE]`` after the last
+event.
 
 Two additions (docs/design.md, the Responses route): every event about an output item carries its
 ``output_index`` (the item's place in the output, in the order the items were added) and every
@@ -127,5 +129,7 @@ class ResponseEvents:
             "model": self.model, "output": output, "usage": usage_json(chunk.usage)})
         if chunk.timings is not None:
             completed["data"]["timings"] = chunk.timings.to_openai()
+        if chunk.recovery is not None:
+            completed["data"]["response"]["llamact"] = chunk.recovery.to_json()
         out.append(completed)
         return out
