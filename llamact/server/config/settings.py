@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ...chat.tool_format import template_path
 from ...engine import GenerationParams, ModelParams
 from ...engine.speculative.params import speculative_params
 from ...errors import LlamaRequestException
@@ -128,7 +129,8 @@ class ServerSettings(BaseSettings):
     lora_scaled: Strings = option((), "--lora-scaled", metavar="FNAME:SCALE", help="LoRA adapters with a scale")
     # -- chat ---------------------------------------------------------------------------------------
     chat_template_file: Path | None = option(None, "--chat-template-file", metavar="FNAME",
-                                             help="a Jinja chat template to use instead of the model's")
+                                             help="a Jinja chat template to use instead of the model's, or the "
+                                                  "name of one llamact ships: chatml-tools (ChatML with tool calls)")
     chat_template_kwargs: dict[str, Any] = option({}, "--chat-template-kwargs", metavar="JSON",
                                                   help="variables every request's template sees, a JSON object "
                                                        "(a request's own chat_template_kwargs win)")
@@ -332,6 +334,14 @@ class ServerSettings(BaseSettings):
                 raise ValueError(f"--chat-template-kwargs must be a JSON object: {exc}") from None
         return value
 
+    @field_validator("chat_template_file", mode="before")
+    @classmethod
+    def _shipped_template(cls, value: Any) -> Any:
+        """A shipped template's name (``chatml-tools``) is its file, unless a file of that name is here."""
+        if isinstance(value, str) and "/" not in value and not Path(value).exists():
+            return template_path(value) or value
+        return value
+
     @field_validator("n_gpu_layers", mode="before")
     @classmethod
     def _all_layers(cls, value: Any) -> Any:
@@ -366,11 +376,20 @@ class ServerSettings(BaseSettings):
         return smollm2_path()
 
     def model_name(self) -> str:
-        """The name answers carry: the first alias, else the model as given (llama-server's
-        ``common_params_model::get_name``: the path as given; the bundled model's path)."""
+        """The name answers and ``/v1/models`` carry: the first alias, else the model as given
+        (llama-server's ``common_params_model::get_name``: the ``-m`` path as given), else -- the
+        bundled model, which llama-server has no counterpart of -- its file name, not its path in
+        site-packages. The log and error messages say ``model_label()``."""
         if self.alias:
             return self.alias[0]
-        return self.model if self.model is not None else str(self.model_path())
+        return self.model if self.model is not None else self.model_path().name
+
+    def model_label(self) -> str:
+        """The model as the log and error messages name it: the first alias, else its file name (an
+        ``hf://`` address's file, a named model's name), never a directory path."""
+        if self.alias:
+            return self.alias[0]
+        return Path(self.model).name if self.model is not None else self.model_path().name
 
     def loras(self) -> list[tuple[str, float]]:
         """(adapter as given, scale): ``--lora`` ones first (scale 1), then ``--lora-scaled``."""
