@@ -3,17 +3,17 @@ replica last served each block, and the choice of a replica for the next prompt.
 
     keys = block_keys(tokens, block=16)             # one key per whole block; key i covers blocks 0..i
     table = PrefixTable(max_keys=200_000)
-    ranks = table.choose(keys, loads, capacity)     # [[owner], [the others]] or [[everyone]]
+    ranks = table.choose(keys, loads, capacity)     # [[owner], the others by load] or all by load
     table.record(keys, replica)                     # once the request was sent there
 
 A key is a hash of its block's token ids and the key before it, so equal keys mean equal prefixes up
 to that block, and the longest key a replica owns is the longest prefix of the prompt that replica
 last served (the turns of one conversation: each turn's prompt starts with the previous turn's).
 ``choose`` sends a prompt to the replica owning its longest known prefix while that replica is not
-overloaded (its requests in flight below ``capacity``: its free slots), else ranks every replica
-together, for Ray to take the least loaded. Only whole blocks are keyed: a prompt shorter than a
-block has no prefix to follow. The table forgets its least recently recorded keys beyond
-``max_keys`` (a few MB). Keys are blake2b digests: the same in every process, unlike ``hash()``.
+overloaded (its requests in flight below ``capacity``: its free slots), else to the least loaded.
+Only whole blocks are keyed: a prompt shorter than a block has no prefix to follow. The table
+forgets its least recently recorded keys beyond ``max_keys`` (a few MB). Keys are blake2b
+digests: the same in every process, unlike ``hash()``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 
-__all__ = ["PrefixTable", "block_keys"]
+__all__ = ["PrefixTable", "block_keys", "by_load"]
 
 
 def block_keys(tokens: Sequence[int], block: int) -> tuple[bytes, ...]:
@@ -36,6 +36,14 @@ def block_keys(tokens: Sequence[int], block: int) -> tuple[bytes, ...]:
         previous = digest.digest()
         keys.append(previous)
     return tuple(keys)
+
+
+def by_load(loads: Mapping[Hashable, int]) -> list[list[Hashable]]:
+    """Replicas in ranks of equal load, the least loaded first."""
+    ranks: dict[int, list[Hashable]] = {}
+    for replica, load in loads.items():
+        ranks.setdefault(load, []).append(replica)
+    return [ranks[load] for load in sorted(ranks)]
 
 
 class PrefixTable:
@@ -57,20 +65,14 @@ class PrefixTable:
                 return replica, n
         return None, 0
 
-    def choose(self, keys: Sequence[bytes], loads: Mapping[Hashable, int | None],
-               capacity: int) -> list[list[Hashable]]:
+    def choose(self, keys: Sequence[bytes], loads: Mapping[Hashable, int], capacity: int) -> list[list[Hashable]]:
         """Ranks of replicas for a prompt: its prefix's owner alone first while it has fewer than
-        ``capacity`` requests in flight (an unknown load counts as room), then the others; else all
-        of them in one rank (Ray picks the least loaded of a rank)."""
-        everyone = list(loads)
+        ``capacity`` requests in flight, then the others by load; else all by load (the least
+        loaded first, equal loads in one rank: Ray takes any of a rank)."""
         owner, _n = self.owner(keys, loads)
-        if owner is None:
-            return [everyone]
-        load = loads[owner]
-        if load is not None and load >= capacity:
-            return [everyone]
-        others = [r for r in everyone if r != owner]
-        return [[owner], others] if others else [[owner]]
+        if owner is not None and loads[owner] < capacity:
+            return [[owner], *by_load({r: n for r, n in loads.items() if r != owner})]
+        return by_load(loads)
 
     def record(self, keys: Sequence[bytes], replica: Hashable) -> None:
         """``replica`` served a prompt with ``keys``: it owns each of them now."""

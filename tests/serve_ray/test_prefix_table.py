@@ -36,13 +36,15 @@ def test_a_conversation_goes_back_to_its_replica_while_it_has_room() -> None:
 def test_a_full_replica_or_an_unknown_prompt_is_routed_by_load() -> None:
     table = PrefixTable()
     table.record(block_keys(A1, 16), "r1")
-    assert table.choose(block_keys(A2, 16), {"r1": 2, "r2": 0}, capacity=2) == [["r1", "r2"]]
-    assert table.choose(block_keys(list(range(5000, 5064)), 16), {"r1": 0, "r2": 0}, capacity=2) == [["r1", "r2"]]
+    assert table.choose(block_keys(A2, 16), {"r1": 2, "r2": 0}, capacity=2) == [["r2"], ["r1"]]
+    assert table.choose(block_keys(A2, 16), {"r1": 2, "r2": 3, "r3": 2}, capacity=2) == [["r1", "r3"], ["r2"]]
+    unknown = block_keys(list(range(5000, 5064)), 16)
+    assert table.choose(unknown, {"r1": 1, "r2": 0, "r3": 1}, capacity=2) == [["r2"], ["r1", "r3"]]
     assert table.choose((), {"r1": 0}, capacity=1) == [["r1"]]
     # an owner that is no longer a candidate (a replica gone) is not chosen
     assert table.choose(block_keys(A2, 16), {"r2": 0, "r3": 0}, capacity=2) == [["r2", "r3"]]
-    # a load Ray does not know yet counts as room
-    assert table.choose(block_keys(A2, 16), {"r1": None, "r2": 0}, capacity=2) == [["r1"], ["r2"]]
+    # the others after the owner, least loaded first
+    assert table.choose(block_keys(A2, 16), {"r1": 1, "r2": 3, "r3": 0}, capacity=2) == [["r1"], ["r3"], ["r2"]]
 
 
 def test_the_table_forgets_its_oldest_keys_and_a_dead_replica() -> None:
