@@ -83,11 +83,13 @@ class LlamactIngress:
         self.tokenizer = Tokenizer.load(settings.model_path(), chat_template=template)
         self.block = settings.ray_prefix_block
         self.max_body = settings.max_body_size
+        self.api_prefix = settings.api_prefix
         self.replicas = replicas.options(stream=True)
 
     async def __call__(self, request: Request) -> Response:
         parts = await RequestParts.read(request, self.max_body + 1)
-        tokens = await asyncio.to_thread(prompt_tokens, self.tokenizer, parts.path, parts.body)
+        path = parts.path.removeprefix(self.api_prefix) if self.api_prefix else parts.path
+        tokens = await asyncio.to_thread(prompt_tokens, self.tokenizer, path, parts.body)
         keys = block_keys(tokens, self.block) if tokens else ()
         return ForwardedResponse(self.replicas.handle.remote(parts, **{PREFIX_KEYWORD: keys}))
 
