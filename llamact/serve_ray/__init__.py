@@ -43,12 +43,14 @@ def app_builder(args: dict[str, str]) -> Any:
 
 
 def ray_init_options(settings: ServerSettings) -> dict[str, Any]:
-    """``ray.init``'s keywords: the cluster at ``--ray-address``; without one a new local cluster on
-    127.0.0.1 only (Ray's own ports have no authentication: a cluster of several machines is
-    started with ``ray start`` by whoever runs it, on their network, and joined with --ray-address)."""
+    """``ray.init``'s keywords: the cluster at ``--ray-address`` (else Ray's ``RAY_ADDRESS``); without
+    one a new local cluster on 127.0.0.1 only (Ray's ports are the cluster's control plane: a
+    cluster of several machines is started with ``ray start`` by whoever runs it, on a network they
+    trust, and joined with --ray-address)."""
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-    if settings.ray_address:
-        return {**options, "address": settings.ray_address}
+    address = settings.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        return {**options, "address": address}
     return {**options, "_node_ip_address": "127.0.0.1", "object_store_memory": 128 << 20}
 
 
@@ -78,7 +80,7 @@ def run(catalogue: Catalogue | ServerSettings) -> int:
               f"({settings.ray_router} router)", flush=True)
         stop.wait()
     finally:
-        started = _descendants(os.getpid()) if not settings.ray_address else []
+        started = _descendants(os.getpid()) if "address" not in ray_init_options(settings) else []
         serve.shutdown()
         ray.shutdown()
         _end(started)

@@ -40,8 +40,11 @@ def test_serve_run_builds_the_application_from_text_and_a_config_file(tmp_path: 
     assert isinstance(app_builder({"model": str(smollm2_path), "ray-router": "pow2"}), Application)
 
 
-def test_a_local_cluster_listens_on_loopback_only() -> None:
+def test_a_local_cluster_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert ray_init_options(load_settings({}))["_node_ip_address"] == "127.0.0.1"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")   # Ray's own variable: that cluster, nothing local
+    assert ray_init_options(load_settings({}))["address"] == "10.0.0.5:6379"
     assert ray_init_options(load_settings({"ray_address": "auto"})) == {
         "include_dashboard": False, "log_to_driver": False, "address": "auto"}
 
