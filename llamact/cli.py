@@ -209,11 +209,29 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"llamact: error: {problem}", file=sys.stderr)
         return 1
+    if catalogue.settings.ray:
+        return _serve_ray(catalogue)
     try:
         serve(catalogue)
     except LlamaModelException:   # the model did not load: the server's log said why, once
         return 1
     return 0
+
+
+def _serve_ray(catalogue: Catalogue) -> int:
+    """``llamact serve --ray``: the same settings, served as Ray Serve replicas (llamact.serve_ray)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        print(f"llamact: error: --ray needs Ray Serve ({exc}): pip install 'llamact[ray]'", file=sys.stderr)
+        return 1
+    from .serve_ray import run
+
+    try:
+        return run(catalogue)
+    except LlamaException as exc:
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _serve_problem(catalogue: Catalogue) -> str | None:

@@ -51,8 +51,9 @@ def serve(settings: ServerSettings | Catalogue) -> None:
     app = create_app(settings, server_log=log)
     models = app.state.llamact
     tls = server_settings.ssl_cert_file is not None
+    # asyncio's loop, as measured: uvicorn would take uvloop wherever it is installed (llamact[ray] brings it)
     config = uvicorn.Config(app, host=server_settings.host, port=server_settings.port, log_level="warning",
-                            http=request_timeout_protocol(server_settings.timeout),
+                            loop="asyncio", http=request_timeout_protocol(server_settings.timeout),
                             ssl_certfile=str(server_settings.ssl_cert_file) if tls else None,
                             ssl_keyfile=str(server_settings.ssl_key_file) if tls else None)
     server = DrainingServer(config, models, drain=server_settings.shutdown_timeout, log=log,

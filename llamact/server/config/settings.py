@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ...chat.tool_format import template_path
@@ -312,6 +312,27 @@ class ServerSettings(BaseSettings):
                                                  help="the log's lines: text, or one JSON object each")
     log_prompts: bool = option(False, "--log-prompts", scope=SERVER,
                                help="put each request's messages or prompt in its access line")
+    # -- replicas on a Ray cluster (llamact.serve_ray; README "Scaling out") ---------------------------
+    ray: bool = option(False, "--ray", scope=SERVER,
+                       help="serve replicas of this server with Ray Serve (needs llamact[ray]), on --host/--port")
+    ray_address: str | None = option(None, "--ray-address", scope=SERVER, metavar="ADDRESS",
+                                     help="the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")
+    ray_replicas: int = option(1, "--ray-replicas", scope=SERVER, ge=1, help="replicas, each a model on its slots")
+    ray_autoscaling: dict[str, Any] | None = option(
+        None, "--ray-autoscaling", scope=SERVER, metavar="JSON",
+        help="Ray Serve's autoscaling_config as a JSON object, passed as is (min_replicas, max_replicas, "
+             "target_ongoing_requests, ...); replaces --ray-replicas")
+    ray_max_ongoing_requests: int | None = option(
+        None, "--ray-max-ongoing-requests", scope=SERVER, ge=1,
+        help="requests Ray sends one replica at once (default: twice --parallel)")
+    ray_num_cpus: float | None = option(None, "--ray-num-cpus", scope=SERVER, ge=0,
+                                        help="CPUs Ray reserves for each replica (default: --threads, else 1)")
+    ray_router: Literal["prefix", "pow2"] = option(
+        "prefix", "--ray-router", scope=SERVER,
+        help="prefix: a request goes to the replica that last served its prompt's prefix while that one "
+             "has a free slot, else to the least loaded; pow2: Ray's default (power of two choices)")
+    ray_prefix_block: int = option(16, "--ray-prefix-block", scope=SERVER, ge=1,
+                                   help="tokens per hashed block of a prompt's prefix (the prefix router)")
 
     # -- readers for the values every source gives as text ------------------------------------------
     @field_validator("alias", "device", "rpc", "lora", "lora_scaled", "api_key", "cors_origins", mode="before")
@@ -324,14 +345,15 @@ class ServerSettings(BaseSettings):
     def _floats(cls, value: Any) -> Any:
         return None if value is None else tuple(split_list(value))
 
-    @field_validator("chat_template_kwargs", mode="before")
+    @field_validator("chat_template_kwargs", "ray_autoscaling", mode="before")
     @classmethod
-    def _json_object(cls, value: Any) -> Any:
+    def _json_object(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
             except ValueError as exc:
-                raise ValueError(f"--chat-template-kwargs must be a JSON object: {exc}") from None
+                flag = "--" + str(info.field_name).replace("_", "-")
+                raise ValueError(f"{flag} must be a JSON object: {exc}") from None
         return value
 
     @field_validator("chat_template_file", mode="before")
