@@ -220,3 +220,15 @@ def test_the_readmes_first_example_makes_a_real_tool_call(tmp_path: Path) -> Non
     proc = run_block(tmp_path / "example", fence + 2, source)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
     assert "tool_calls [ToolCall(name='get_weather', arguments='{\"city\": \"Paris\"}'" in proc.stdout, proc.stdout
+
+
+def test_the_images_examples_writer_says_to_install_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The images guide's projector writer needs ``gguf``, which llamact does not install: without it, a
+    LlamaException says what to install (not a bare ModuleNotFoundError), and the guide says so first."""
+    from llamact.errors import LlamaException
+    from llamact.parity.projectors import write_projector
+
+    monkeypatch.setitem(sys.modules, "gguf", None)
+    with pytest.raises(LlamaException, match=r"pip install gguf"):
+        write_projector(tmp_path / "mmproj.gguf", n_embd_text=576)
+    assert "pip install gguf" in (DOCS / "guides" / "media.md").read_text(encoding="utf-8")
