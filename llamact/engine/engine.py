@@ -476,7 +476,7 @@ class LlamaEngine:
         returns the number of tokens saved."""
         with self._reserved():
             tokens = self._prompt_cache.tokens
-            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True)
+            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True, checksum=False)
             return len(tokens)
 
     def restore_slot(self, path: str | os.PathLike[str]) -> int:
