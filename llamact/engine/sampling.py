@@ -51,6 +51,14 @@ def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
     return specs
 
 
+def dry_runs(p: GenerationParams) -> bool:
+    """Whether ``p``'s chain builds llama.cpp's DRY sampler, whose set-up scans the whole vocabulary
+    once per sequence breaker (``llama_sampler_init_dry``: a token's text against each breaker):
+    DRY is in the chain and on (a multiplier, a look-back; a base below 1 turns it off)."""
+    return (not p.greedy and p.mirostat == 0 and "dry" in p.samplers and p.dry_multiplier != 0
+            and p.dry_base >= 1.0 and p.dry_penalty_last_n > 0)
+
+
 def check_grammar(text: str) -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
     m > n, and explains other errors only on stderr. Our front end rejects both with the place."""

@@ -113,11 +113,13 @@ async def post_props(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     state = state_of(request)
     worker, scheduler = state.worker, state.scheduler
+    # processing: on a slot, or being prepared for one (a long set-up is work in progress)
+    running = worker.n_running
     if scheduler is not None:
-        running, waiting = scheduler.n_active, scheduler.n_waiting + worker.n_waiting
+        waiting = scheduler.n_waiting + worker.n_waiting
         decodes = (scheduler.n_decodes, scheduler.n_busy_slots, scheduler.n_tokens_max)
     else:
-        running, waiting, decodes = worker.n_running, worker.n_waiting, (0, 0, 0)
+        waiting, decodes = worker.n_waiting, (0, 0, 0)
     speculator = state.engine.speculator
     return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
                                                       speculative=speculator.totals if speculator else None),

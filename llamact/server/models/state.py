@@ -100,6 +100,7 @@ class ServerState:
                 template_kwargs=dict(self.settings.chat_template_kwargs),
                 allow_image=engine.supports_vision, allow_audio=engine.supports_audio,
                 speculative_types=(engine.speculator.params.types_name() if engine.speculator else "none"),
+                max_dry_breakers=self.settings.max_dry_breakers,
             )
             self.slot_tasks.speculative_types = self.defaults.speculative_types
             self.tools_supported = _template_takes_tools(engine)

@@ -20,6 +20,7 @@ from typing import Any
 from ...chat.request import ChatRequest
 from ...engine import GenerationParams
 from ...engine.logprobs import MAX_TOP_LOGPROBS
+from ...engine.sampling import dry_runs
 from ...errors import LlamaException
 from ...grammar.enforcement import refuse_unenforced
 from ...grammar.gbnf import GbnfError
@@ -27,7 +28,7 @@ from ...grammar.limits import GrammarLimitError, check_grammar_limits
 from ..http.errors import RequestError
 from .fields import Vocabulary, read_number, sampling_fields
 
-__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "check_grammar", "generation_params",
+__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "check_dry_breakers", "check_grammar", "generation_params",
            "refuse_unenforced_schema"]
 
 
@@ -56,6 +57,9 @@ class RequestDefaults:
     allow_audio: bool = False
     # a request's "speculative.types" as llama-server reports it ("none" without speculation)
     speculative_types: str = "none"
+    # the most DRY sequence breakers a request may give (--max-dry-breakers): DRY's set-up scans the
+    # whole vocabulary once per breaker before the first token
+    max_dry_breakers: int = 16
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,23 @@ def generation_params(body: Any, defaults: RequestDefaults) -> GenerationParams:
         if n_probs > 0:
             values["logprobs"], values["top_logprobs"] = True, n_probs
     try:
-        return GenerationParams(**{**defaults.sampling, **values})
+        params = GenerationParams(**{**defaults.sampling, **values})
     except LlamaException as exc:
         raise RequestError(str(exc)) from exc
+    check_dry_breakers(params, defaults.max_dry_breakers)
+    return params
+
+
+def check_dry_breakers(params: GenerationParams, limit: int) -> None:
+    """Refuse more DRY sequence breakers than the server takes, before DRY's set-up runs: llama.cpp
+    scans the whole vocabulary once per breaker (tenths of a second each on a small model, more on a
+    large vocabulary: 1,000 breakers ran for minutes), and llama-server caps only each breaker's
+    length (40 bytes, which llama.cpp still does here)."""
+    n = len(params.dry_sequence_breakers)
+    if n > limit and dry_runs(params):
+        raise RequestError(f"'dry_sequence_breakers' has {n} entries; this server takes at most {limit} with DRY "
+                           f"on (--max-dry-breakers): each breaker costs a scan of the model's whole vocabulary "
+                           f"before the request starts")
 
 
 def check_grammar(text: str, field: str = "grammar") -> str:
