@@ -46,7 +46,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -76,6 +76,14 @@ __all__ = ["BatchScheduler"]
 
 _END = object()
 
+Scales = Mapping[str | os.PathLike[str], float]   # a request's LoRA scales, by adapter path
+AdapterSet = tuple[tuple[Any, float], ...]         # the (LoraAdapter, scale) pairs it decodes with, scale != 0
+AdapterKey = tuple[tuple[str, float], ...]         # the same by path: what two requests compare
+
+
+def adapter_key(adapters: AdapterSet) -> AdapterKey:
+    return tuple(sorted((str(adapter.path), scale) for adapter, scale in adapters))
+
 
 @dataclass(eq=False)
 class _Request:
@@ -89,6 +97,9 @@ class _Request:
     cancelled: bool = False
     logprobs: LogprobReader | None = None    # with params.logprobs
     media: MediaPrompt | None = None         # the prompt's images and audio (``tokens`` are its keys)
+    adapters: AdapterSet = ()                # the LoRA adapters it decodes with (none: the base model)
+    want_slot: int = -1                      # the slot it asked for (llama-server's id_slot), -1: any
+    lora_key: AdapterKey = field(init=False)  # ``adapters`` by path: the requests a decode may join
     # set when it holds a slot
     n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
     n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
@@ -96,6 +107,9 @@ class _Request:
     last: int = -1           # the last generated token, decoded by the next step
     decoder: SequenceDecoder | None = None   # its text, stop strings, limits, timings and logprobs
     spec: SequenceSpeculation | None = None  # its drafts, when the engine speculates (speculative/slots.py)
+
+    def __post_init__(self) -> None:
+        self.lora_key = adapter_key(self.adapters)
 
     @property
     def prompting(self) -> bool:
@@ -121,7 +135,11 @@ class _Slot:
     seq: int
     request: _Request | None = None
     cache: list[int] = field(default_factory=list)   # the tokens sequence ``seq`` holds in the KV cache
+    cache_key: AdapterKey = ()   # the adapters its cache was computed with
     t_used: float = 0.0
+    t_stepped: float = 0.0       # its request's last decode: the adapter set waiting longest goes next
+    busy: bool = False           # a slot action (a file) is running on it, off the lock: no request joins it
+
 
 
 SIMILARITY = 0.1   # llama-server's default --slot-prompt-similarity
@@ -211,6 +229,7 @@ class BatchScheduler:
         self._closed = False
         self._step_listeners: list[Callable[[], None]] = []
         self._actions: deque[tuple[int, Callable[[_Slot], Any], Future[Any]]] = deque()   # slot actions
+        self._applied: AdapterKey | None = None   # the LoRA set on the context (None: not set by the slots yet)
         # llama-server's --cache-ram: MiB of host memory for slots' saved caches (0: off, -1: no limit)
         self.prompt_store = (PromptStore(self.context, cache_ram_mib << 20 if cache_ram_mib > 0 else 1 << 62)
                              if cache_ram_mib != 0 else None)
@@ -264,9 +283,14 @@ class BatchScheduler:
     def prompt_length(self, request: ChatRequest) -> int:
         return self.engine.prompt_length(request)
 
-    def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
+    def create(self, messages: Any, *, params: GenerationParams | None = None, loras: Scales | None = None,
+               slot: int = -1, **options: Any) -> ChatStream:
         """``LlamaEngine.create()`` on a slot: the same arguments (a ``ChatRequest``, or its messages and
-        options; sampling settings as keywords) and the same stream."""
+        options; sampling settings as keywords) and the same stream. ``loras``: the LoRA scales it
+        decodes with (path -> scale, of adapters the engine has loaded; None: those the engine applies
+        now); ``slot``: the slot it must run in (-1: any; it waits for that one, as llama-server's
+        ``id_slot``)."""
+        adapters, slot = self._placement(loras, slot)
         params, options = chat_keywords(params, options)
         chat = self.engine.prepare_chat(as_chat_request(messages, options), params)
         try:
@@ -275,19 +299,30 @@ class BatchScheduler:
             chat.close()
             raise
         request = self._submit(_Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params,
-                                        media=chat.media))
+                                        media=chat.media, adapters=adapters, want_slot=slot))
         return ChatStream(SequenceStream(self, request), chat.result, chat.parser, len(chat.tokens),
                           model=self.engine.model_name)
 
-    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> SequenceStream:
-        """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens parsed)."""
+    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None, *,
+                 loras: Scales | None = None, slot: int = -1) -> SequenceStream:
+        """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens
+        parsed); ``loras`` and ``slot`` as ``create()``'s."""
+        adapters, slot = self._placement(loras, slot)
         params = params or GenerationParams()
         engine = self.engine
         tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)
         sampler = GuidedSampler(engine.model, sampler_specs(replace(params, grammar=None)),
                                 grammar=Grammar(params.grammar) if params.grammar else None)
-        return SequenceStream(self, self._submit(_Request(tokens, sampler, tuple(params.stop), params)))
+        return SequenceStream(self, self._submit(_Request(tokens, sampler, tuple(params.stop), params,
+                                                          adapters=adapters, want_slot=slot)))
+
+    def _placement(self, loras: Scales | None, slot: int) -> tuple[AdapterSet, int]:
+        """A request's adapters and slot, checked before anything is made for it."""
+        if isinstance(slot, bool) or not isinstance(slot, int) or not -1 <= slot < self.n_slots:
+            raise LlamaInferenceException(f"slot must be -1 (any) or a slot id below {self.n_slots}, got {slot!r}",
+                                          {"slot": repr(slot)})
+        return self.engine._adapters_for(loras), slot
 
     def _check_prompt(self, tokens: Sequence[int]) -> None:
         if not tokens:
@@ -324,7 +359,7 @@ class BatchScheduler:
         """Write slot ``seq``'s KV cache and tokens to ``path`` (llama-server's slot file: ``slot_state``);
         the future gives the number of tokens saved."""
         def save(slot: _Slot) -> int:
-            self.context.save_seq_state(path, slot.seq, pack_tokens(slot.cache), raw=True)
+            self.context.save_seq_state(path, slot.seq, pack_tokens(slot.cache), raw=True, checksum=False)
             return len(slot.cache)
         return self._slot_action(seq, save)
 
@@ -350,21 +385,8 @@ class BatchScheduler:
             return n
         return self._slot_action(seq, erase)
 
-    def when_idle(self, action: Callable[[], Any]) -> Future[Any]:
-        """Run ``action()`` on the scheduler's thread once no slot holds a request (what changes the
-        weights -- LoRA scales -- must not land in the middle of a request); every slot's cache and
-        the prompt store are emptied after it, since they were computed with the old weights."""
-        def run(_slot: _Slot) -> Any:
-            value = action()
-            for slot in self._slots:
-                self._forget(slot)
-            if self.prompt_store is not None:
-                self.prompt_store.clear()
-            return value
-        return self._slot_action(-1, run)
-
     def _slot_action(self, seq: int, action: Callable[[_Slot], Any]) -> Future[Any]:
-        if seq != -1 and not 0 <= seq < self.n_slots:
+        if not 0 <= seq < self.n_slots:
             raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
         future: Future[Any] = Future()
         with self._cond:
@@ -374,23 +396,32 @@ class BatchScheduler:
             self._cond.notify()
         return future
 
-    def _run_actions(self) -> None:
-        """The queued slot actions whose slot is free (called with the lock held, between steps)."""
+    def _due_actions(self) -> list[tuple[_Slot, Callable[[_Slot], Any], Future[Any]]]:
+        """The queued slot actions whose slot holds no request (with the lock held, between steps);
+        their slots are marked busy, so no request joins them while they run."""
+        due = []
         for entry in list(self._actions):
             seq, action, future = entry
-            if seq == -1:
-                if self._order:
-                    continue   # when_idle: deferred until every slot is free
-                slot = self._slots[0]
-            else:
-                slot = self._slots[seq]
-            if slot.request is not None:
+            slot = self._slots[seq]
+            if slot.request is not None or slot.busy:
                 continue   # deferred until its request leaves, as llama-server defers it
             self._actions.remove(entry)
+            slot.busy = True
+            due.append((slot, action, future))
+        return due
+
+    def _run_actions(self, due: list[tuple[_Slot, Callable[[_Slot], Any], Future[Any]]]) -> None:
+        """Run slot actions on the scheduler's thread without the lock: a file's I/O takes as long as
+        the disk (or a FIFO: forever), and everyone who reads the scheduler's state (``/metrics``,
+        ``/slots``, a request joining) takes the lock."""
+        for slot, action, future in due:
             try:
                 future.set_result(action(slot))
             except BaseException as exc:
                 future.set_exception(exc)
+            finally:
+                with self._cond:
+                    slot.busy = False
 
     def add_step_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every step (and whenever items were made outside one), on the
@@ -435,6 +466,8 @@ class BatchScheduler:
             self._cond.notify()
         self.thread.join()
         self._batch.close()
+        if self._applied is not None and not self.context.closed:   # the engine's own adapters again
+            self.context.set_loras(list(self.engine._adapters_for(None)))
 
     # -- the scheduler thread --------------------------------------------------------------------
 
@@ -454,9 +487,9 @@ class BatchScheduler:
                     assert slot.request is not None
                     self._emit(slot.request, _END)
                     self._release(slot)
-                self._run_actions()
-                while self._waiting and len(self._order) < self.n_slots:
-                    self._join(self._waiting.popleft())
+                due = self._due_actions()
+                self._admit()
+            self._run_actions(due)
             try:
                 self._step()
             except Exception as exc:   # a failure outside a request's own decode must not end this thread
@@ -468,10 +501,30 @@ class BatchScheduler:
             request.close()
         self._after_step()
 
-    def _pick_slot(self, tokens: Sequence[int]) -> tuple[_Slot, int]:
-        """The free slot for a prompt, and how many of its tokens that slot's cache holds."""
-        free = [slot for slot in self._slots if slot.request is None]
-        scored = [(common_prefix(slot.cache, tokens), slot) for slot in free]
+    def _admit(self) -> None:
+        """Give waiting requests the free slots, first come first served (with the lock held). One
+        that asked for a slot waits for that slot (llama-server defers it) and keeps the requests
+        after it off it; the others go on."""
+        reserved: set[int] = set()
+        for request in list(self._waiting):
+            free = [s for s in self._slots if s.request is None and not s.busy and s.seq not in reserved]
+            if not free:
+                return
+            if request.want_slot >= 0:
+                wanted = self._slots[request.want_slot]
+                if wanted not in free:
+                    reserved.add(wanted.seq)
+                    continue
+                free = [wanted]
+            self._waiting.remove(request)
+            self._join(request, free)
+
+    def _pick_slot(self, tokens: Sequence[int], key: AdapterKey, free: list[_Slot]) -> tuple[_Slot, int]:
+        """The free slot for a prompt, and how many of its tokens that slot's cache holds (a cache
+        computed with other adapters holds none)."""
+        def held(slot: _Slot) -> int:
+            return common_prefix(slot.cache, tokens) if slot.cache_key == key else 0
+        scored = [(held(slot), slot) for slot in free]
         # equal prefixes: the lowest id, as llama-server (the first slot that beats the best so far).
         # It also packs the busy slots into few ids: with a KV cache per sequence, llama.cpp puts only
         # consecutive ids in one ubatch, and slots spread by LRU made each step several computations
@@ -479,19 +532,24 @@ class BatchScheduler:
         if best_lcp >= SIMILARITY * len(tokens) and best_lcp > 0:
             return best, best_lcp
         lru = min(free, key=lambda slot: slot.t_used)
-        return lru, common_prefix(lru.cache, tokens)
+        return lru, held(lru)
 
-    def _join(self, request: _Request) -> None:
-        """Give ``request`` a slot (called with the lock held): keep the cached prefix of its prompt."""
-        slot, lcp = self._pick_slot(request.tokens)
+    def _join(self, request: _Request, free: list[_Slot]) -> None:
+        """Give ``request`` one of the ``free`` slots (called with the lock held): keep the cached
+        prefix of its prompt, when that cache was computed with its adapters."""
+        key = request.lora_key
+        slot, lcp = self._pick_slot(request.tokens, key, free)
         store = self.prompt_store
         if store is not None and request.params.cache_prompt:
             if slot.cache and lcp < len(slot.cache) / 2:   # about to lose most of it: keep it in memory
-                store.save(slot.seq, slot.cache)
-            loaded = store.load(slot.seq, request.tokens, better_than=lcp)
+                store.save(slot.seq, slot.cache, tag=slot.cache_key)
+            loaded = store.load(slot.seq, request.tokens, better_than=lcp, tag=key)
             if loaded is not None:
-                slot.cache = loaded
+                slot.cache, slot.cache_key = loaded, key
                 lcp = common_prefix(loaded, request.tokens)
+        if slot.cache_key != key:   # computed with other weights: of no use to this request
+            self._forget(slot)
+            slot.cache_key = key
         n_keep = min(lcp, len(request.tokens) - 1) if request.params.cache_prompt else 0
         if request.media is not None:   # never keep part of a medium
             n_keep = request.media.cut(n_keep)
@@ -500,6 +558,7 @@ class BatchScheduler:
             n_keep = 0
         del slot.cache[n_keep:]
         slot.request = request
+        slot.t_stepped = time.perf_counter()   # its turn among the adapter sets counts from here
         request.seq = slot.seq
         self._order.append(slot)
         request.n_past = request.n_cached = n_keep
@@ -544,7 +603,7 @@ class BatchScheduler:
         ``sequential``), so any other order splits a step into several graph computations."""
         batch = self._batch
         batch.clear()
-        active = [s for s in self._order if s.request is not None and not s.request.cancelled]
+        active = self._one_adapter_set([s for s in self._order if s.request is not None and not s.request.cancelled])
         for slot in active:
             if slot.request is not None and slot.request.media is not None and slot.request.prompting:
                 self._evaluate_media(slot)
@@ -588,6 +647,8 @@ class BatchScheduler:
         self.n_decodes += 1
         self.n_busy_slots += len(active)
         now = time.perf_counter()
+        for slot in active:
+            slot.t_stepped = now
         for slot, n, _index in prompting:
             request = slot.request
             assert request is not None and request.decoder is not None
@@ -622,6 +683,21 @@ class BatchScheduler:
                     self._take(slot, request.sampler.sample(self.context, index), index)
             except BaseException as exc:
                 self._fail(slot, exc)
+
+    def _one_adapter_set(self, active: list[_Slot]) -> list[_Slot]:
+        """The slots this step decodes: those whose requests decode with the same LoRA adapters (the
+        context applies one set per decode; llama-server batches only slots whose adapters agree), of
+        several sets the one whose slot waited longest; the context is switched to that set. A
+        request is never decoded with another request's adapters."""
+        if not active:
+            return active
+        key = min(active, key=lambda s: s.t_stepped).request.lora_key   # type: ignore[union-attr]
+        active = [s for s in active if s.request is not None and s.request.lora_key == key]
+        if key != self._applied:
+            assert active[0].request is not None
+            self.context.set_loras(list(active[0].request.adapters))
+            self._applied = key
+        return active
 
     def _evaluate_media(self, slot: _Slot) -> None:
         """The media at the front of a joining request's prompt, each decoded into its sequence on

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -435,6 +435,22 @@ class LlamaEngine:
             self._apply_loras()
             for adapter, _scale in entries:
                 adapter.close()
+
+    def _adapters_for(self, scales: Mapping[str | os.PathLike[str], float] | None
+                      ) -> tuple[tuple[LoraAdapter, float], ...]:
+        """The loaded adapters with a non-zero scale for a request asking for ``scales`` (path ->
+        scale; None: the scales applied now). An adapter not loaded (``set_lora``) raises."""
+        if scales is None:
+            return tuple((adapter, scale) for adapter, scale in self._loras.values() if scale != 0)
+        out = []
+        for path, scale in scales.items():
+            entry = self._loras.get(Path(path).resolve())
+            if entry is None:
+                raise LlamaInferenceException(f"no LoRA adapter {path} is loaded: set_lora({str(path)!r}, 0) loads it",
+                                              {"path": str(path)})
+            if scale != 0:
+                out.append((entry[0], float(scale)))
+        return tuple(out)
 
     def _apply_loras(self) -> None:
         self.context.set_loras(list(self._loras.values()))

@@ -123,3 +123,47 @@ def test_a_dry_request_does_not_stall_the_others(live: LiveServer) -> None:
                                        f"{t_hostile:.2f} s ran (alone it takes {t_other:.2f} s)")
     assert still_running, "the other request was answered only after the DRY request"
     assert processing >= 1, "/metrics showed the server idle during the DRY request's set-up"
+
+
+# -- 2. per-request LoRA scales -------------------------------------------------------------------------
+
+
+def test_concurrent_requests_each_get_their_own_lora_scale(live: LiveServer) -> None:
+    """Before: pairs asking for scale 1 and scale 0 of one adapter on --parallel 4 got the other
+    scale's answer (3 of 12), 16 at once 5-7 of 16. Every answer must equal its scale's solo run."""
+    def ask(scale: float) -> str:
+        body = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8, "temperature": 0,
+                "lora": [{"id": 0, "scale": scale}]}
+        status, answer, _ = post(live, "/v1/chat/completions", body)
+        assert status == 200, answer
+        content: str = answer["choices"][0]["message"]["content"]
+        return content
+
+    solo = {scale: ask(scale) for scale in (1.0, 0.0)}
+    assert solo[1.0] != solo[0.0], "the adapter must change the answer for this test to mean anything"
+    from concurrent.futures import ThreadPoolExecutor
+
+    scales = [1.0, 0.0] * 6
+    with ThreadPoolExecutor(len(scales)) as pool:
+        answers = list(pool.map(ask, scales))
+    wrong = [(i, scale, answer) for i, (scale, answer) in enumerate(zip(scales, answers, strict=True))
+             if answer != solo[scale]]
+    assert not wrong, f"answers differing from their scale's solo run: {wrong} (solo: {solo})"
+
+
+# -- 4. id_slot ----------------------------------------------------------------------------------------------
+
+
+def test_id_slot_is_honoured_and_reported(live: LiveServer) -> None:
+    """Before: asking for slot 2 ran in slot 1 and every answer said 0, so a client saving
+    /slots/{id_slot} afterwards (llama-server's workflow) saved another slot."""
+    for asked, slot in ((2, 2), (3, 3), (6, 2), (-3, 1)):   # an id is taken modulo the slots, as llama-server
+        status, answer, _ = post(live, "/completion", {"prompt": f"Slot {asked}:", "n_predict": 2, "id_slot": asked})
+        assert status == 200 and answer["id_slot"] == slot, (asked, answer)
+    status, slots = live.request("GET", "/slots")
+    prompts = {s["id"]: s.get("id_task") for s in json.loads(slots)}
+    assert prompts[2] is not None and prompts[3] is not None
+    status, answer, _ = post(live, "/v1/chat/completions", {**CHAT, "id_slot": 3})
+    assert status == 200
+    last = {s["id"]: s.get("id_task") for s in json.loads(live.request("GET", "/slots")[1])}
+    assert last[3] == max(t for t in last.values() if t is not None), "the chat request did not run in slot 3"

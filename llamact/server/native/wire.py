@@ -97,8 +97,10 @@ class NativeCompletion:
     """One prompt's objects (see the module docstring); ``events`` counts the tokens it has seen."""
 
     def __init__(self, index: int, model: str, prompt_text: Callable[[], str], n_prompt: Callable[[], int],
-                 settings: Json, *, return_tokens: bool = False, timings_per_token: bool = False) -> None:
+                 settings: Json, *, return_tokens: bool = False, timings_per_token: bool = False,
+                 slot_id: Callable[[], int] = lambda: 0) -> None:
         self.index = index
+        self.slot_id = slot_id             # the slot it ran in, known once it holds one
         self.model = model
         self.prompt_text = prompt_text     # known once the worker has tokenized the prompt
         self.n_prompt = n_prompt
@@ -122,7 +124,8 @@ class NativeCompletion:
         assert t is not None and last.stop_reason is not None
         n_prompt = self.n_prompt()
         return {
-            "index": self.index, "content": text, "tokens": tokens, "id_slot": 0, "stop": True, "model": self.model,
+            "index": self.index, "content": text, "tokens": tokens, "id_slot": self.slot_id(), "stop": True,
+            "model": self.model,
             "tokens_predicted": n_decoded, "tokens_evaluated": n_prompt, "generation_settings": self.settings,
             "prompt": self.prompt_text(), "has_new_line": self._has_new_line,
             "truncated": last.stop_reason is StopReason.CONTEXT_FULL, "stop_type": STOP_TYPES[last.stop_reason],

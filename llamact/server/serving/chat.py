@@ -24,7 +24,8 @@ from ..http.errors import exception_response
 from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
 from ..models.state import state_of
 from ..wire.request import ChatCall, refuse_unenforced_schema
-from .lora import ensure_scales, request_scales
+from .lora import request_scales
+from .placement import placement
 from .tool_policy import WARNING_HEADER, tool_policy
 
 __all__ = ["answer_chat"]
@@ -50,8 +51,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
     scales = request_scales(loras, lora)
 
     def start(backend: ChatBackend) -> ChatStream:   # on the worker: an engine, or the batch scheduler's slots
-        ensure_scales(backend, loras, scales)
-        stream = backend.create(call.request, params=call.params)
+        stream = backend.create(call.request, params=call.params, **placement(backend, loras, scales, call.id_slot))
         streams.append(stream)
         state.slot_tasks.begin(stream, call.params, stream_mode=call.stream, chat=stream.result,
                                reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()))

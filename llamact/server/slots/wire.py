@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.slot_tasks import SlotTasks
+from ..wire.request import slot_of
 
 __all__ = ["parse_slot_id", "slot_path", "slots_json", "valid_filename"]
 
@@ -75,7 +76,7 @@ def parse_slot_id(text: str, n_slots: int) -> tuple[int, int] | None:
     given = int(match.group(1))
     if not -INT_MAX - 1 <= given <= INT_MAX:
         return None
-    return given, (given % 2**64) % n_slots
+    return given, slot_of(given, n_slots)
 
 
 def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot: int) -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 request leaves out, the sampling and stopping fields, and the checks of its constraint.
 
     generation_params(body, defaults) -> GenerationParams   the sampling fields (``wire.fields``'s table)
+    read_id_slot(body) -> int                               the slot a request asks for (-1: any)
+    slot_of(id_slot, n_slots) -> int                        the slot an id names (llama-server's modulo)
     ChatCall                                                a chat body read (``chat.wire.read_chat``)
     check_grammar(text, field)                              a request's GBNF, refused before any generation
     refuse_unenforced_schema(request, defaults)             deviation 8: a schema the grammar cannot hold
@@ -29,7 +31,7 @@ from ..http.errors import RequestError
 from .fields import Vocabulary, read_number, sampling_fields
 
 __all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "check_dry_breakers", "check_grammar", "generation_params",
-           "refuse_unenforced_schema"]
+           "read_id_slot", "refuse_unenforced_schema", "slot_of"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,31 @@ class RequestDefaults:
 
 @dataclass(frozen=True)
 class ChatCall:
-    """A chat completion body: the request, its generation settings, how to answer."""
+    """A chat completion body: the request, its generation settings, how to answer, and the slot it
+    asks for (``id_slot``; -1: any)."""
 
     request: ChatRequest
     params: GenerationParams
     stream: bool
     include_usage: bool
+    id_slot: int = -1
+
+
+def read_id_slot(body: Any) -> int:
+    """``json_value(data, "id_slot", -1)`` as an ``int``: a number is cast as C++ casts it (a float
+    toward zero, kept to 32 bits), a boolean is 0 or 1, anything else (a string, null) is -1."""
+    value = body.get("id_slot") if isinstance(body, dict) else None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(read_number(body, "id_slot", "int"))
+    return -1
+
+
+def slot_of(id_slot: int, n_slots: int) -> int:
+    """The slot an id names: ``get_slot_by_id`` takes it modulo the number of slots as an unsigned
+    size, so any id is some slot (5 of 4 slots is 1; -2 is 2)."""
+    return (id_slot % 2**64) % n_slots
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
