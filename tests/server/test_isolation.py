@@ -7,7 +7,6 @@ two times of this machine, never a figure in seconds): the machine is shared and
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import threading
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_live import HOST, LiveServer
+from server_live import LiveServer
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -167,3 +166,26 @@ def test_id_slot_is_honoured_and_reported(live: LiveServer) -> None:
     assert status == 200
     last = {s["id"]: s.get("id_task") for s in json.loads(live.request("GET", "/slots")[1])}
     assert last[3] == max(t for t in last.values() if t is not None), "the chat request did not run in slot 3"
+
+
+# -- 5. slot files ------------------------------------------------------------------------------------------
+
+
+def test_a_fifo_in_the_slot_directory_is_refused_at_once(live: LiveServer, slot_dir: Path) -> None:
+    """Before: restoring a FIFO placed in the save directory blocked the slot's I/O holding the
+    scheduler's lock, which /metrics took on the event loop: every route froze for 154 s."""
+    import os
+
+    fifo = slot_dir / "pipe.bin"
+    os.mkfifo(fifo)
+    try:
+        for action in ("restore", "save"):
+            status, body, _ = post(live, f"/slots/0?action={action}", {"filename": "pipe.bin"}, timeout=30)
+            assert status == 400 and "regular file" in body["error"]["message"], (action, body)
+        assert metric(live, "requests_processing") == 0
+    finally:   # (a server that blocked on it: give its reader a writer, so the module can go on)
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        fifo.unlink()

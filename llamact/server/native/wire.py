@@ -41,7 +41,7 @@ from ..completions.wire import CompletionCall
 from ..http.errors import RequestError
 from ..wire.logprobs import released_entry, without_stop_entries
 from ..wire.request import RequestDefaults
-from ..wire.task_params import f32, task_params_json
+from ..wire.task_params import f32_or_null, task_params_json
 
 __all__ = ["NativeCompletion", "generation_settings", "infill_tokens", "missing_fim_tokens", "read_infill",
            "timings_json"]
@@ -64,10 +64,11 @@ def generation_settings(call: CompletionCall, defaults: RequestDefaults) -> Json
         reasoning_format=reasoning if isinstance(reasoning, str) else defaults.reasoning_format,
         speculative_types=defaults.speculative_types)
     settings.update({   # the fields task_params::to_json() writes beside the metrics' ones
+        "ignore_eos": body.get("ignore_eos") is True,   # (its bans are in logit_bias)
         "timings_per_token": call.timings_per_token,
         "dry_sequence_breakers": DRY_SEQUENCE_BREAKERS,
         "stop": [s for s in ([p.stop] if isinstance(p.stop, str) else p.stop) if s],
-        "logit_bias": [{"bias": f32(bias), "token": token} for token, bias in p.logit_bias.items()],
+        "logit_bias": [{"bias": f32_or_null(bias), "token": token} for token, bias in p.logit_bias.items()],
         "grammar": p.grammar or "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": [],
     })
     for name in ("n_keep", "n_discard"):

@@ -4,6 +4,7 @@ checked as llama-server checks them.
     slots_json(tasks, states, n_ctx_slot)  each slot in llama-server's shape (``server_slot::to_json``)
     valid_filename(name) -> bool           common.cpp's fs_validate_filename (no subdirectories)
     slot_path(directory, name) -> Path     the file in --slot-save-path; ValueError for any other place
+                                           or for a special file there
     parse_slot_id(text, n_slots)           the slot a path's id names (std::stoi, then the modulo), or None
 
 ``GET /slots``: a slot that never ran a request has only ``id``, ``n_ctx``, ``speculative`` and
@@ -55,13 +56,17 @@ def valid_filename(name: str) -> bool:
 
 
 def slot_path(directory: Path, name: str) -> Path:
-    """``directory / name`` for a valid name; ValueError when it would lie anywhere else."""
+    """``directory / name`` for a valid name; ValueError when it would lie anywhere else, or when
+    something other than a regular file is there (a FIFO blocks whoever opens it: restoring one froze
+    the server, and llama-server's main loop, for as long as no writer came)."""
     if not valid_filename(name):
         raise ValueError("Invalid filename")
     base = directory.resolve()
     path = base / name
     if path.resolve().parent != base:
         raise ValueError("Invalid filename")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"Invalid filename: {name} is not a regular file (a FIFO, a device or a directory)")
     return path
 
 
