@@ -189,3 +189,46 @@ def test_a_fifo_in_the_slot_directory_is_refused_at_once(live: LiveServer, slot_
         except OSError:
             pass
         fifo.unlink()
+
+
+# -- 6. GET /props ------------------------------------------------------------------------------------------
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+SLOW_ON_HELLO = ("{% if messages[0]['content'] == 'Hello' %}{% for i in range(1000) %}{% for j in range(1000) %}"
+                 "{% endfor %}{% endfor %}{% endif %}" + CHATML)
+FAILS_ON_HELLO = "{% if messages[0]['content'] == 'Hello' %}{{ raise_exception('no Hello') }}{% endif %}" + CHATML
+HELLO = {"messages": [{"role": "user", "content": "Hello"}]}
+
+
+def _serve_template(smollm2_path: Path, tmp_path: Path, source: str) -> LiveServer:
+    template = tmp_path / "template.jinja"
+    template.write_text(source)
+    return LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "1024",
+                      "--chat-template-file", str(template))
+
+
+def test_props_renders_no_template_on_the_event_loop(smollm2_path: Path, tmp_path: Path) -> None:
+    """Before: /props rendered a one-message conversation on the event loop: a template slow on it
+    froze every route for as long. The bound, from this test: the same render measured through
+    /apply-template (which renders off the loop); /health, asked while /props runs, answers within
+    half of it."""
+    with _serve_template(smollm2_path, tmp_path, SLOW_ON_HELLO) as live:
+        t_render = post(live, "/apply-template", HELLO)[2]
+        props, answer = in_background(lambda: live.request("GET", "/props"))
+        time.sleep(0.1 * t_render)
+        t0 = time.monotonic()
+        status, _ = live.request("GET", "/health")
+        t_health = time.monotonic() - t0
+        props.join(600)
+        assert status == 200 and answer[0][0] == 200
+        assert t_health < 0.5 * t_render, (t_health, t_render)
+        assert json.loads(answer[0][1])["chat_template_family"]
+
+
+def test_props_of_a_template_that_fails_is_json(smollm2_path: Path, tmp_path: Path) -> None:
+    with _serve_template(smollm2_path, tmp_path, FAILS_ON_HELLO) as live:
+        status, body = live.request("GET", "/props")
+        assert status == 200, body[:300]
+        props = json.loads(body)
+        assert props["chat_template_family"] is None and props["chat_template"] == FAILS_ON_HELLO

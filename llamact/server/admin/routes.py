@@ -93,10 +93,14 @@ async def props(request: Request) -> Response:
         return JSONResponse(router_props(settings.models_max, settings.models_autoload))
     state = state_of(request)
     settings = state.settings
-    return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(state.model_file),
-                                   n_slots=settings.parallel, n_predict=settings.n_predict,
-                                   endpoint_slots=settings.slots, endpoint_props=settings.props,
-                                   sampling=settings.sampling_defaults(), tools_supported=state.tools_supported))
+    try:
+        return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(state.model_file),
+                                       n_slots=settings.parallel, n_predict=settings.n_predict,
+                                       endpoint_slots=settings.slots, endpoint_props=settings.props,
+                                       sampling=settings.sampling_defaults(), tools_supported=state.tools_supported,
+                                       template_family=state.template_family))
+    except Exception as exc:   # a JSON error, never a bare 500
+        return exception_response(exc)
 
 
 @router.post("/props")

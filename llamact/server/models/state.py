@@ -64,6 +64,7 @@ class ServerState:
         self.model_name = name or settings.model_name()
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
+        self.template_family: str | None = None   # the template's family for /props (load() asks; None: it fails)
         self.warned_tools = False             # the log has said that it does not
         self.log: Any = None                  # the server's log (http.logs), for warnings about requests
 
@@ -104,6 +105,7 @@ class ServerState:
             )
             self.slot_tasks.speculative_types = self.defaults.speculative_types
             self.tools_supported = _template_takes_tools(engine)
+            self.template_family = _template_family(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 assert isinstance(engine, LlamaEngine)   # (a LiteRT-LM model refuses n_seq_max > 1 at load)
@@ -167,6 +169,16 @@ def _template_takes_tools(engine: ChatBackend) -> bool:
     except LlamaException:   # the template fails on tools: requests with tools will say how
         return True
     return bool(result.grammar)
+
+
+def _template_family(engine: ChatBackend) -> str | None:
+    """The template's family as ``/props`` reports it, asked once at load (rendering on the event
+    loop, as /props did, froze every route for as long as a slow template took); None when the
+    template fails on a one-message conversation."""
+    try:
+        return engine.chat_template([{"role": "user", "content": "Hello"}]).family
+    except LlamaException:
+        return None
 
 
 def state_of(request: Request) -> ServerState:
