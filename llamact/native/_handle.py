@@ -39,6 +39,7 @@ class NativeHandle:
         self._owner: NativeHandle | None = None
         self._unfreed: int | None = None  # closed, not freed yet: the dependents close first
         self._orphan: int | None = None  # closed, free deferred until the open dependents close
+        self._poison: LlamaStateException | None = None   # why it is unusable (poison()), if not closed
 
     def _adopt(self, dependent: NativeHandle) -> None:
         """Register a handle that must be closed before this one (a context of a model). Call it
@@ -53,7 +54,14 @@ class NativeHandle:
     def closed(self) -> bool:
         return self._ptr is None
 
+    def poison(self, error: LlamaStateException) -> None:
+        """Make the handle unusable without freeing it: every use raises ``error`` (a forked child's
+        copy of an object whose native state did not survive the fork: ``forks``)."""
+        self._ptr, self._poison = None, error
+
     def _closed_error(self) -> LlamaStateException:
+        if self._poison is not None:
+            return self._poison
         return LlamaStateException(
             f"this {self._kind} was closed; create a new one to keep working", {"kind": self._kind}
         )

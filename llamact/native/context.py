@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
-from . import llama_h, log
+from . import forks, llama_h, log
 from ._handle import NativeHandle
 from ._library import native
 from .batch import Batch  # re-exported: a batch is made for a context
@@ -216,6 +216,8 @@ class Context(NativeHandle):
         threads = options.n_threads or max(1, min(os.cpu_count() or 1, 4))
         params.n_threads = threads
         params.n_threads_batch = options.n_threads_batch or threads
+        threads_max = max(threads, int(params.n_threads_batch))
+        forks.refuse(threads_max, "a context on several threads")
         if options.flash_attn is not None:
             params.flash_attn_type = (
                 llama_h.LlamaFlashAttnType.ENABLED
@@ -275,6 +277,8 @@ class Context(NativeHandle):
             self._n_ctx = int(lib.llama_n_ctx(ptr))  # fixed for the context's life
             self._n_batch = int(lib.llama_n_batch(ptr))
             self.n_threads_batch = int(params.n_threads_batch)   # as configured (the governor moves n_threads)
+            self._threads_max = threads_max   # the most threads a decode of it takes (forks.mark)
+            forks.watch(self, threads_max)
             # A sliding-window cache that is not full-size forgets positions older than the window
             # (keep_prefix must know); llama.cpp's default is full-size, then nothing is forgotten.
             self._swa_forgets = 0 if params.swa_full else int(lib.llama_model_n_swa(model_ptr))
@@ -339,6 +343,7 @@ class Context(NativeHandle):
         """Run the model on ``batch``. Raises LlamaContextException when the context is full, and
         LlamaInferenceException when it was aborted (``request_abort``)."""
         err = ErrorBuffer()
+        forks.mark(self._threads_max)
         with self.pinned() as ptr, batch.pinned():
             if batch.struct.n_tokens == 0:
                 raise LlamaInferenceException("cannot decode an empty batch")
