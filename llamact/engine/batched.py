@@ -165,6 +165,18 @@ class SequenceStream:
         """The slot the request runs in (-1 until it holds one)."""
         return self._request.seq
 
+    @property
+    def n_decoded(self) -> int:
+        """Tokens generated so far (a server's ``/slots`` reads it while the request runs)."""
+        decoder = self._request.decoder
+        return decoder.n_generated if decoder is not None else 0
+
+    @property
+    def n_evaluated(self) -> int:
+        """Prompt tokens evaluated so far (not found in the slot's cache)."""
+        request = self._request
+        return max(0, min(request.n_past, len(request.tokens)) - request.n_cached)
+
     def __iter__(self) -> SequenceStream:
         return self
 

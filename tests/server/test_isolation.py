@@ -232,3 +232,30 @@ def test_props_of_a_template_that_fails_is_json(smollm2_path: Path, tmp_path: Pa
         assert status == 200, body[:300]
         props = json.loads(body)
         assert props["chat_template_family"] is None and props["chat_template"] == FAILS_ON_HELLO
+
+
+# -- 8. smaller -----------------------------------------------------------------------------------------------
+
+
+def test_slots_show_a_running_request_as_it_goes(live: LiveServer) -> None:
+    """Before: during generation /slots showed n_decoded 0 and n_remain -1. llama-server's
+    server_slot::to_json gives the tokens generated and those left; n_prompt_tokens is what the
+    slot's cache holds (the prompt, then the generated tokens: upstream's prompt.tokens)."""
+    body = {"prompt": "Count from one to a hundred:", "n_predict": 200, "ignore_eos": True, "id_slot": 1}
+    runner, answer = in_background(lambda: post(live, "/completion", body))
+    seen: list[dict[str, Any]] = []
+    while runner.is_alive():
+        slot = json.loads(live.request("GET", "/slots")[1])[1]
+        if slot["is_processing"] and slot["next_token"][0]["n_decoded"] > 0:
+            seen.append(slot)
+        time.sleep(0.05)
+    assert answer[0][0] == 200
+    assert seen, "/slots never showed the running request's progress"
+    for slot in seen:
+        n_decoded = slot["next_token"][0]["n_decoded"]
+        assert slot["next_token"][0]["n_remain"] == 200 - n_decoded
+        assert slot["n_prompt_tokens_processed"] + slot["n_prompt_tokens_cache"] == answer[0][1]["tokens_evaluated"]
+    cached = [slot["n_prompt_tokens"] for slot in seen]   # (read a moment before the counts: not compared)
+    assert cached == sorted(cached) and cached[-1] > answer[0][1]["tokens_evaluated"]
+    idle = json.loads(live.request("GET", "/slots")[1])[1]
+    assert not idle["is_processing"] and idle["next_token"][0]["n_decoded"] == 0

@@ -54,7 +54,8 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
         stream = backend.create(call.request, params=call.params, **placement(backend, loras, scales, call.id_slot))
         streams.append(stream)
         state.slot_tasks.begin(stream, call.params, stream_mode=call.stream, chat=stream.result,
-                               reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()))
+                               reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()),
+                               n_prompt=stream.n_prompt)
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))

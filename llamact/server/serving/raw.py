@@ -64,7 +64,8 @@ class PromptRun:
         stream = backend.generate(ids, self.params, **placement(backend, state.loras, self.scales, self.id_slot))
         self.stream = stream
         state.slot_tasks.begin(stream, self.params, stream_mode=self.stream_mode,
-                               reasoning_format=state.settings.reasoning_format, lora=sorted(self.lora.items()))
+                               reasoning_format=state.settings.reasoning_format, lora=sorted(self.lora.items()),
+                               n_prompt=len(ids))
         return stream
 
     def start(self) -> Job:

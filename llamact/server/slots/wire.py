@@ -92,11 +92,17 @@ def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot:
                        "is_processing": processing}
         record = tasks.last(slot_id)
         if record is not None:
+            # a running request's counts as they stand (server_slot::to_json); llama-server resets
+            # them when it leaves
+            n_decoded, n_evaluated, n_reused = record.progress() if processing else (0, 0, 0)
+            n_predict = record.params.get("n_predict", -1)
+            n_remain = n_predict - n_decoded if processing and isinstance(n_predict, int) and n_predict >= 0 else -1
             entry.update({
                 "id_task": record.id_task, "n_prompt_tokens": n_cached,
-                "n_prompt_tokens_processed": 0, "n_prompt_tokens_cache": 0, "params": record.params,
+                "n_prompt_tokens_processed": n_evaluated, "n_prompt_tokens_cache": n_reused,
+                "params": record.params,
                 "next_token": [{"has_next_token": processing, "has_new_line": False,
-                                "n_remain": -1, "n_decoded": 0}],
+                                "n_remain": n_remain, "n_decoded": n_decoded}],
             })
         out.append(entry)
     return out
