@@ -51,6 +51,17 @@ def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
     return specs
 
 
+def check_params(p: GenerationParams, n_vocab: int) -> None:
+    """Check ``p`` as the sampler chain's set-up would (the types and ranges of every sampler's
+    settings, the token ids of its bias, ``max_tokens``), without making anything native: where
+    settings are read from a file (a saved session) they fail there, not at the next request."""
+    if isinstance(p.max_tokens, bool) or not isinstance(p.max_tokens, int) or p.max_tokens < -1:
+        raise LlamaSamplerParameterException(
+            f"max_tokens must be an integer >= -1 (-1: no limit), got {p.max_tokens!r}",
+            {"max_tokens": repr(p.max_tokens)})
+    s.validate_specs(sampler_specs(p), n_vocab)
+
+
 def dry_runs(p: GenerationParams) -> bool:
     """Whether ``p``'s chain builds llama.cpp's DRY sampler, whose set-up scans the whole vocabulary
     once per sequence breaker (``llama_sampler_init_dry``: a token's text against each breaker):
