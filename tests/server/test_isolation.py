@@ -259,3 +259,37 @@ def test_slots_show_a_running_request_as_it_goes(live: LiveServer) -> None:
     assert cached == sorted(cached) and cached[-1] > answer[0][1]["tokens_evaluated"]
     idle = json.loads(live.request("GET", "/slots")[1])[1]
     assert not idle["is_processing"] and idle["next_token"][0]["n_decoded"] == 0
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_a_one_input_embedding_is_not_held_behind_a_batch(smollm2_path: Path, parallel: str) -> None:
+    """Before: a one-input embedding waited for a whole 500-input batch (21.6 s). Requests now take
+    turns input by input (with one slot on the engine's worker, with several beside the slots). The
+    bound, from solo runs here: the batch is made at least 10 times the one input's solo time; the
+    one input, sent once a tenth of the batch has passed, is answered within half of the batch's
+    time, and before it."""
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "2048", "--parallel", parallel,
+                    "--pooling", "mean") as live:
+        _one_input_beside_a_batch(live)
+
+
+def _one_input_beside_a_batch(live: LiveServer) -> None:
+    one = {"input": "A single sentence to embed."}
+    post(live, "/v1/embeddings", one)   # warm (the embedding context is made on first use)
+    t_one = min(post(live, "/v1/embeddings", one)[2] for _ in range(3))
+    text = "The quick brown fox jumps over the lazy dog."
+    t10 = post(live, "/v1/embeddings", {"input": [text] * 10})[2]
+    n = min(500, max(20, math.ceil(10 * 15 * t_one / t10)))
+    batch = {"input": [text] * n}
+    t_batch = post(live, "/v1/embeddings", batch)[2]
+    assert t_batch >= 5 * t_one, (t_batch, t_one)
+
+    runner, answer = in_background(lambda: post(live, "/v1/embeddings", batch))
+    time.sleep(0.1 * t_batch)
+    status, _, latency = post(live, "/v1/embeddings", one)
+    batch_still_running = runner.is_alive()
+    runner.join(600)
+    assert status == 200 and answer[0][0] == 200 and len(answer[0][1]["data"]) == n
+    assert latency < 0.5 * t_batch, (f"one input took {latency:.2f} s beside a batch of {n} ({t_batch:.2f} s alone; "
+                                     f"the one input alone: {t_one:.2f} s)")
+    assert batch_still_running, "the one input was answered only after the batch"
