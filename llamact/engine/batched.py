@@ -67,7 +67,7 @@ from .media import MediaPrompt
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
-from .sampling import sampler_specs
+from .sampling import sampler_specs, within_context
 from .slot_state import checked_slot_tokens, pack_tokens
 from .speculative import SequenceSpeculation
 from .speculative.slots import plan_drafts, verify_slot
@@ -320,7 +320,7 @@ class BatchScheduler:
         """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens
         parsed); ``loras`` and ``slot`` as ``create()``'s."""
         adapters, slot = self._placement(loras, slot)
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx_seq)
         engine = self.engine
         tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)

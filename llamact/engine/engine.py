@@ -48,7 +48,7 @@ from .media import MediaPolicy, MediaPrompt, media_bytes
 from .params import GenerationParams, ModelParams, with_logprobs, with_model_keywords, with_sampling_keywords
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
-from .sampling import sampler_specs
+from .sampling import sampler_specs, within_context
 from .slot_state import checked_slot_tokens, pack_tokens, refuse_media
 from .speculative import Speculator
 from .speculative.setup import make_speculator
@@ -338,7 +338,7 @@ class LlamaEngine:
         ``media`` is a prompt with images or audio (what ``prepare_chat()`` makes of a request's media;
         ``prompt`` is then its keys): the stream frees it when it ends.
         """
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx)
         try:
             top_logprobs = _top_logprobs(params)
             tokens = media.keys if media is not None else self._prompt_tokens(prompt)
@@ -655,7 +655,7 @@ class LlamaEngine:
         generation settings and the sampler. The caller owns the sampler: it closes it with the
         generation, or ``prepared.close()`` when it does not generate."""
         check_chat_params(params)
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx)
         params = with_logprobs(params, request.logprobs, request.top_logprobs)
         if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
             refuse_unenforced(request.inputs.json_schema,

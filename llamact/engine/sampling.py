@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import LlamaInferenceException, LlamaSamplerParameterException
 from ..native import sampler as s
 from .params import SAMPLER_NAMES, GenerationParams
@@ -49,6 +51,19 @@ def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
     else:
         specs += [s.Temp(p.temperature), s.MirostatV2(p.mirostat_tau, p.mirostat_eta, p.seed)]
     return specs
+
+
+def within_context(p: GenerationParams, n_ctx: int) -> GenerationParams:
+    """``p`` with its look-back windows (``repeat_last_n``, ``dry_penalty_last_n``) no longer than the
+    context: a longer one sees no more tokens than a sequence holds, but llama.cpp allocates it whole
+    when the sampler is made (a ring buffer, and DRY's counts: 10^9 asked for 8 GB, a request's way
+    to exhaust the server's memory). The samples are the same."""
+    def bounded(n: object) -> object:
+        return n_ctx if isinstance(n, int) and not isinstance(n, bool) and n > n_ctx else n   # (others: checked later)
+
+    if bounded(p.repeat_last_n) is p.repeat_last_n and bounded(p.dry_penalty_last_n) is p.dry_penalty_last_n:
+        return p
+    return replace(p, repeat_last_n=bounded(p.repeat_last_n), dry_penalty_last_n=bounded(p.dry_penalty_last_n))
 
 
 def check_params(p: GenerationParams, n_vocab: int) -> None:

@@ -117,3 +117,32 @@ def test_a_slot_file_blocks_no_one_who_reads_the_state(scheduler: BatchScheduler
     finally:
         release.set()
     assert future.result(60) >= 0
+
+
+def test_a_huge_look_back_allocates_nothing_more(smollm2_path: Path, tmp_path: Path) -> None:
+    """Found by issue 46's DRY fuzzing: llama.cpp allocates a sampler's look-back window whole when
+    it is made (repeat_last_n or dry_penalty_last_n of 10^9: 4-8 GB, an OOM kill for the server).
+    A window longer than the context sees nothing more, so it is cut to the context: the same
+    samples. Run in a child limited to 3 GB of address space."""
+    from child_process import lines_of, run_child
+
+    code = r"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact.engine.batched import BatchScheduler
+with LlamaEngine.load(sys.argv[1], ModelParams(n_ctx=512, n_seq_max=2, n_threads=1)) as engine:
+    scheduler = BatchScheduler(engine)
+    for kw in ({"repeat_last_n": 10**9, "repeat_penalty": 1.3}, {"dry_multiplier": 0.8, "dry_penalty_last_n": 10**9}):
+        same = {k: (256 if v == 10**9 else v) for k, v in kw.items()}
+        params = dict(max_tokens=6, temperature=0.7, seed=3)
+        a = [c.token for c in scheduler.generate("Once upon a time", GenerationParams(**params, **kw))]
+        b = [c.token for c in scheduler.generate("Once upon a time", GenerationParams(**params, **same))]
+        print("SAME", a == b and len(a) > 0)
+    scheduler.close()
+    for kw in ({"repeat_last_n": 10**9, "repeat_penalty": 1.3}, {"dry_multiplier": 0.8, "dry_penalty_last_n": 10**9}):
+        print("ENGINE", bool(engine.complete("Once upon a time", GenerationParams(max_tokens=3, **kw)).text))
+"""
+    proc = run_child(code, str(smollm2_path), cwd=tmp_path)
+    assert lines_of(proc, "SAME") == ["True", "True"], proc.stderr[-2000:]
+    assert lines_of(proc, "ENGINE") == ["True", "True"], proc.stderr[-2000:]
