@@ -58,7 +58,7 @@ def within_context(p: GenerationParams, n_ctx: int) -> GenerationParams:
     context: a longer one sees no more tokens than a sequence holds, but llama.cpp allocates it whole
     when the sampler is made (a ring buffer, and DRY's counts: 10^9 asked for 8 GB, a request's way
     to exhaust the server's memory). The samples are the same."""
-    def bounded(n: object) -> object:
+    def bounded(n: int) -> int:
         return n_ctx if isinstance(n, int) and not isinstance(n, bool) and n > n_ctx else n   # (others: checked later)
 
     if bounded(p.repeat_last_n) is p.repeat_last_n and bounded(p.dry_penalty_last_n) is p.dry_penalty_last_n:

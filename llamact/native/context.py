@@ -488,7 +488,7 @@ class Context(NativeHandle):
             written = int(self._lib.llama_state_get_data(ptr, buf, size))
         return ctypes.string_at(buf, written)   # one copy (slicing a ctypes array builds a list of ints)
 
-    def load_state_bytes(self, data: bytes) -> None:
+    def load_state_bytes(self, data: bytes | bytearray | memoryview) -> None:
         """Restore a state from :meth:`state_bytes`. On failure the memory is cleared (nothing
         half-loaded stays) and LlamaStateException raised."""
         self.check_open()

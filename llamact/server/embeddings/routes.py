@@ -135,8 +135,9 @@ def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[int, 
     inputs = [prompt_tokens(tokenize, p) for p in call.prompts]
     if any(not tokens for tokens in inputs):
         raise RequestError(EMPTY_INPUT)
-    if isinstance(call.normalize, RequestError):
-        raise call.normalize
+    norm = call.normalize
+    if isinstance(norm, RequestError):
+        raise norm
     for tokens in inputs:
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, pooling)
 
@@ -144,7 +145,7 @@ def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[int, 
         if pooling == "none":
             return engine.embed_tokens([tokens], normalize=False)[0]
         out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
-        return normalized(out[0], call.normalize)
+        return normalized(out[0], norm)
 
     return sum(len(t) for t in inputs), [functools.partial(one, tokens) for tokens in inputs]
 
