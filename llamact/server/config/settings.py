@@ -440,11 +440,14 @@ class ServerSettings(BaseSettings):
                            loras=tuple(self.loras()), speculative=speculative_params(self.model_dump()))
 
     def sampling_defaults(self) -> dict[str, Any]:
-        """The ``GenerationParams`` defaults set by ``sampling=`` rows (a seed of -1 is random)."""
+        """The ``GenerationParams`` defaults set by ``sampling=`` rows. The seed is llama.cpp's
+        ``uint32_t`` read by ``std::stoul``: ``--seed -5`` is 4294967291 there, and -1 (4294967295,
+        ``LLAMA_DEFAULT_SEED``) is a fresh random seed per request."""
         out = {row.sampling: getattr(self, name) for name, row in rows(type(self)).items()
                if row.sampling is not None and getattr(self, name) is not None}
-        if out.get("seed") == -1:
-            out["seed"] = None
+        if "seed" in out:
+            seed = out["seed"] & 0xFFFFFFFF
+            out["seed"] = None if seed == 0xFFFFFFFF else seed
         return out
 
 
