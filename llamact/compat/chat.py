@@ -14,6 +14,9 @@ the reply is parsed as llama-server parses it: a tool call the model makes comes
 finish reason "tool_calls" whatever the tool choice (llama-cpp-python parses only a named one and
 returns any other call as text); a reasoning model's thought is ``reasoning_content``, apart from
 ``content``. ``tool_choice`` "required" is llama-server's: its grammar lets content come first.
+Calls a model writes outside its template's envelope (a fenced JSON block, ...) come back as calls
+when they validate, and an output the parser cannot read is answered, not raised: the message (the
+last chunk's delta) then has llamact's extension field ``llamact`` (docs/design.md deviation 17).
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ def _chunks(chat: ChatStream, model: str, forced: str | None = None) -> Iterator
             if forced is not None and (chunk.role is not None or chunk.finish_reason is not None):
                 # llama-cpp-python's forced-call stream spells the opening and closing deltas' keys out
                 delta = {"role": chunk.role, "content": None, "function_call": None, "tool_calls": None}
+            if chunk.recovery is not None:   # llamact's extension field (docs/design.md deviation 17)
+                delta = {**(delta or {}), "llamact": chunk.recovery.to_json()}
             if delta is None and chunk.finish_reason is None:
                 continue
             yield {**head, "choices": [{"index": 0, "delta": delta or {}, "logprobs": _logprobs(chunk.logprobs),
@@ -151,6 +156,8 @@ def _collect(chat: ChatStream, chunks: Iterator[JsonObject], model: str, forced:
     if calls:
         message["function_call"] = dict(calls[0]["function"])
         message["tool_calls"] = calls
+    if reply.recovery is not None:
+        message["llamact"] = reply.recovery.to_json()
     n_generated = chat.n_generated
     return {
         "id": chat.id, "object": "chat.completion", "created": chat.created, "model": model,

@@ -53,7 +53,7 @@ from typing import Any
 from ..chat.request import ChatRequest, as_chat_request
 from ..chat.result import ChatTemplateResult
 from ..chat.templates import ChatTemplates
-from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
+from ..errors import LlamaArgumentException, LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
 from ..native.sampler import Grammar
@@ -187,13 +187,13 @@ class BatchScheduler:
     def _placement(self, loras: Scales | None, slot: int) -> tuple[AdapterSet, int]:
         """A request's adapters and slot, checked before anything is made for it."""
         if isinstance(slot, bool) or not isinstance(slot, int) or not -1 <= slot < self.n_slots:
-            raise LlamaInferenceException(f"slot must be -1 (any) or a slot id below {self.n_slots}, got {slot!r}",
+            raise LlamaArgumentException(f"slot must be -1 (any) or a slot id below {self.n_slots}, got {slot!r}",
                                           {"slot": repr(slot)})
         return self.engine._adapters_for(loras), slot
 
     def _check_prompt(self, tokens: Sequence[int]) -> None:
         if not tokens:
-            raise LlamaInferenceException("the prompt is empty: give at least one token")
+            raise LlamaArgumentException("the prompt is empty: give at least one token")
         if len(tokens) >= self.n_ctx_seq:
             raise LlamaContextException(
                 f"the prompt ({len(tokens)} tokens) does not fit a slot ({self.n_ctx_seq} tokens: the context "
@@ -254,7 +254,7 @@ class BatchScheduler:
 
     def _slot_action(self, seq: int, action: Callable[[Slot], Any]) -> Future[Any]:
         if not 0 <= seq < self.n_slots:
-            raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
+            raise LlamaArgumentException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
         future: Future[Any] = Future()
         with self._cond:
             if self._closed:

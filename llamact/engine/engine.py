@@ -9,19 +9,19 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 
 from ..chat.media import MediaRef, display_prompt
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
 from ..errors import (
+    LlamaArgumentException,
     LlamaContextException,
-    LlamaInferenceException,
     LlamaModelException,
     LlamaRequestException,
     LlamaStateException,
@@ -29,13 +29,14 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
+from ..models import is_named_model, named_model_path
 from ..native.context import Context
 from ..native.lora import LoraAdapter
 from ..native.model import Model, ProgressCallback
 from ..native.mtmd import Projector
 from ..native.sampler import SamplerChain
 from . import chat_calls
-from .chat_calls import chat_keywords, check_chat_params
+from .chat_calls import chat_keywords, check_chat_params, refuse_uncallable
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
@@ -90,8 +91,10 @@ class LlamaEngine:
         **model_options: Any,
     ) -> LlamaEngine | LitertEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
-        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given.
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
+        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
+        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
+        over ``params`` where both are given.
 
         The loader of every runtime: a file another runtime reads, by its suffix (``loader.RUNTIMES``),
         is loaded by that runtime -- ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of this
@@ -100,6 +103,8 @@ class LlamaEngine:
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
+        if is_named_model(path):   # "qwen2.5-coder-0.5b": fetched once into llamact's cache
+            path = named_model_path(str(path))
         other = runtime_for(path)
         if other is not None:   # another runtime's file (loader.RUNTIMES: .litertlm is LiteRT-LM's)
             return other(path, params, progress, **model_options)
@@ -205,9 +210,16 @@ class LlamaEngine:
         control tokens as their text."""
         return self.model.vocab.token_to_piece(token, special=special)
 
-    def get_metadata(self) -> dict[str, str]:
-        """The GGUF's metadata, key -> value as text."""
-        return self.model.metadata()
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
+        """The GGUF's metadata, key -> value as text; with ``key``, that key's value (``default`` when
+        the file has none), as ``get_metadata("tokenizer.chat_template")``."""
+        metadata = self.model.metadata()
+        return metadata if key is None else metadata.get(key, default)
 
     # -- what callers read about the model and its context (the engine's face: nothing outside
     # -- engine/ and native/ reads the native objects) ---------------------------------------
@@ -418,12 +430,12 @@ class LlamaEngine:
             self._apply_loras()
 
     def remove_lora(self, path: str | os.PathLike[str]) -> None:
-        """Stop applying the adapter at ``path`` and free it (LlamaInferenceException if not applied)."""
+        """Stop applying the adapter at ``path`` and free it (LlamaRequestException if not applied)."""
         key = Path(path).resolve()
         with self._reserved():
             entry = self._loras.pop(key, None)
             if entry is None:
-                raise LlamaInferenceException(f"no LoRA adapter {path} is applied", {"path": str(path)})
+                raise LlamaArgumentException(f"no LoRA adapter {path} is applied", {"path": str(path)})
             self._apply_loras()
             entry[0].close()
 
@@ -446,7 +458,7 @@ class LlamaEngine:
         for path, scale in scales.items():
             entry = self._loras.get(Path(path).resolve())
             if entry is None:
-                raise LlamaInferenceException(f"no LoRA adapter {path} is loaded: set_lora({str(path)!r}, 0) loads it",
+                raise LlamaArgumentException(f"no LoRA adapter {path} is loaded: set_lora({str(path)!r}, 0) loads it",
                                               {"path": str(path)})
             if scale != 0:
                 out.append((entry[0], float(scale)))
@@ -565,8 +577,8 @@ class LlamaEngine:
             elif isinstance(text, (list, tuple)):
                 tokens.append(self.model.vocab.token_ids(text))
             else:
-                raise LlamaInferenceException(f"texts are strings or lists of token ids; item {i} is "
-                                              f"{type(text).__name__}", {"index": i})
+                raise LlamaArgumentException(f"texts are strings or lists of token ids; item {i} is "
+                                             f"{type(text).__name__}", {"index": i})
         with self._reserved():
             embedder = self._embedder
             if embedder is None or embedder.pooling != pooling:
@@ -601,9 +613,10 @@ class LlamaEngine:
         ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
         (``tools``, ``tool_choice``, ``response_format``, ``chat_template_kwargs``, ``template_now``,
         ...: see ``ChatRequest``). The template is the request's ``custom_template`` (Jinja source)
-        when given, else ``ModelParams.chat_template``, else the GGUF's own.
+        when given, else ``ModelParams.chat_template``, else the GGUF's own. The deprecated
+        ``json_schema=`` shortcut is still read (a ``DeprecationWarning``; ``response_format`` wins).
         """
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         result = self._apply(request)
         return replace(result, prompt=display_prompt(result.prompt)) if request.media else result
 
@@ -631,9 +644,11 @@ class LlamaEngine:
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
-        2-5 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
-        message). Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar,
-        lazy with its triggers or prefilled with the generation prompt, or the request's ``grammar``;
+        2-5 and 17 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
+        message; calls written outside the envelope recovered, a reply the parser cannot read answered
+        with what could be read: the last chunk's ``recovery``). Sampling is wired as llama-server
+        wires it (``chat_sampling``): the template's grammar, lazy with its triggers or prefilled with
+        the generation prompt, or the request's ``grammar``;
         preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
         (None or -1: unlimited) ending a thought with the template's end tag (after
         ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
@@ -661,8 +676,11 @@ class LlamaEngine:
             refuse_unenforced(request.inputs.json_schema,
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
+        # "required" through a template without a tool-call format: refused (deviation 15), not answered in text
+        refuse_uncallable(request, result, lambda: self._templates.templates(request.custom_template))
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         media = self._media_prompt(result.prompt, request.media) if request.media else None
         try:
             tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)
@@ -729,7 +747,7 @@ def _top_logprobs(params: GenerationParams) -> int | None:
     top = check_top_logprobs(params.top_logprobs)
     if not params.logprobs:
         if top:
-            raise LlamaInferenceException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
+            raise LlamaArgumentException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
         return None
     return top
 

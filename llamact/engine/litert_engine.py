@@ -45,7 +45,7 @@ from typing import Any, NoReturn, overload
 
 from ..backends import litert
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
@@ -281,10 +281,15 @@ class LitertEngine:
     def fim_token(self, kind: str) -> int | None:
         return None
 
-    def get_metadata(self) -> dict[str, str]:
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
         """The bundle's system metadata and what its LLM metadata says, as text; ``tokenizer.chat_template``
         is the template llamact renders with unless ``ModelParams.chat_template`` replaced it (then the
-        bundle's own, as a GGUF's metadata keeps its own)."""
+        bundle's own, as a GGUF's metadata keeps its own). With ``key``, that key's value (or ``default``)."""
         b = self.bundle
         out = {str(k): str(v) for k, v in b.system_metadata.items()}
         out.update({"general.architecture": "litert-lm", "litert.file_version": ".".join(map(str, b.version)),
@@ -294,7 +299,7 @@ class LitertEngine:
         own = b.template if self.params.chat_template is not None else self._choice.source
         if own:
             out["tokenizer.chat_template"] = own
-        return out
+        return out if key is None else out.get(key, default)
 
     # -- tokens ----------------------------------------------------------------------------------
 
@@ -339,11 +344,11 @@ class LitertEngine:
         if custom_template:
             return load_chat_templates(custom_template, origin=ORIGIN_PER_CALL)
         if self._default is None:
-            self._default = load_chat_templates(self._choice.source, origin=self._choice.origin)
+            self._default = load_chat_templates(self._choice.render_source, origin=self._choice.origin)
         return self._default
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         return apply_request(self.templates(request.custom_template), request)
 
     def runtime_template(self) -> str | None:
@@ -411,7 +416,8 @@ class LitertEngine:
         sampling = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         n_prompt = len(self.tokenize(result.prompt))
         if n_prompt >= self.n_ctx:
             raise LlamaContextException(f"the prompt ({n_prompt} tokens) does not fit the context ({self.n_ctx} "

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._build import build_info
 from ..chat.media import RENDER_MARKER
-from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException
+from ..errors import LlamaArgumentException, LlamaModelException, LlamaRequestException
 from ..native.context import ContextOptions
 from ..native.model import ModelLoadOptions
 from ..native.mtmd import ProjectorOptions
@@ -199,8 +199,8 @@ class GenerationParams:
             value = getattr(self, name)
             items = tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else None
             if items is None or not all(isinstance(item, str) for item in items):
-                raise LlamaInferenceException(f"{name} must be a sequence of strings, got {value!r}",
-                                              {name: repr(value)})
+                raise LlamaArgumentException(f"{name} must be a sequence of strings, got {value!r}",
+                                             {name: repr(value)})
             object.__setattr__(self, name, items)
 
 
@@ -208,13 +208,13 @@ def _stop_sequences(stop: object) -> tuple[str, ...]:
     if isinstance(stop, str):
         return (stop,)
     if isinstance(stop, (bytes, bytearray)) or not isinstance(stop, Iterable):
-        raise LlamaInferenceException(
+        raise LlamaArgumentException(
             f"stop must be a string or a sequence of strings, got {type(stop).__name__}", {"stop": repr(stop)}
         )
     stops = tuple(stop)
     for item in stops:
         if not isinstance(item, str):
-            raise LlamaInferenceException(
+            raise LlamaArgumentException(
                 f"each stop sequence must be a string, got {item!r} ({type(item).__name__})", {"stop": repr(stops)}
             )
     return stops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import LlamaInferenceException, LlamaSamplerParameterException
+from ..errors import LlamaArgumentException, LlamaSamplerParameterException
 from ..native import sampler as s
 from .params import SAMPLER_NAMES, GenerationParams
 
@@ -96,4 +96,4 @@ def check_grammar(text: str) -> None:
     except GrammarLimitError:
         raise
     except GbnfError as exc:
-        raise LlamaInferenceException(f"invalid grammar: {exc}", {"grammar": text[:2000]}) from exc
+        raise LlamaArgumentException(f"invalid grammar: {exc}", {"grammar": text[:2000]}) from exc

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsIndex
 
-from ..errors import LlamaInferenceException, LlamaModelException
+from ..errors import LlamaArgumentException, LlamaInferenceException, LlamaModelException
 from . import llama_h, log, rpc
 from ._handle import SharedHandle
 from ._library import native
@@ -331,7 +331,7 @@ class Model(SharedHandle):
     ) -> str | None:
         """``(role, content)`` messages formatted by llama.cpp's built-in (non-Jinja) formatter,
         which recognises well-known templates by their text; None when it does not recognise this
-        one. Text holding a NUL or a lone surrogate raises LlamaInferenceException."""
+        one. Text holding a NUL or a lone surrogate raises LlamaArgumentException (a request error)."""
         template_raw = c_string(template, "the chat template")
         encoded = [
             (c_string(role, f"the role of message {i}"), c_string(content, f"the content of message {i}"))
@@ -363,21 +363,21 @@ def _no_vocab() -> Vocab | None:
     return None
 
 
-def _bad_token(value: object, n_tokens: int) -> LlamaInferenceException:
+def _bad_token(value: object, n_tokens: int) -> LlamaArgumentException:
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
-        return LlamaInferenceException(
+        return LlamaArgumentException(
             f"token ids are integers; got {value!r} ({type(value).__name__})",
             {"token": repr(value), "n_tokens": n_tokens},
         )
     token = operator.index(value)
-    return LlamaInferenceException(
+    return LlamaArgumentException(
         f"token id {token} is outside this vocabulary (0..{n_tokens - 1})", {"token": token, "n_tokens": n_tokens}
     )
 
 
 def _token_id(value: object, n_tokens: int) -> int:
     """``value`` as a token id of a vocabulary of ``n_tokens``: an int (or anything with
-    ``__index__``, e.g. a numpy integer; not a bool) in range, else LlamaInferenceException."""
+    ``__index__``, e.g. a numpy integer; not a bool) in range, else LlamaArgumentException."""
     if type(value) is int and 0 <= value < n_tokens:   # the per-token case: isinstance on a Protocol costs ~5 µs
         return value
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
@@ -472,7 +472,7 @@ class Vocab:
             return tuple(ptr[i] for i in range(count.value)) if ptr and count.value > 0 else ()
 
     def token_ids(self, tokens: Iterable[object]) -> list[int]:
-        """``tokens`` as a list of token ids of this vocabulary; raises LlamaInferenceException
+        """``tokens`` as a list of token ids of this vocabulary; raises LlamaArgumentException
         naming the first one that is not an integer in range."""
         self._model.check_open()
         ids = list(tokens)
@@ -512,7 +512,7 @@ class Vocab:
 
     def _tokenize(self, raw: bytes, add_special: bool, parse_special: bool) -> list[int]:
         if len(raw) > 2**31 - 16:
-            raise LlamaInferenceException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
+            raise LlamaArgumentException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
         capacity = len(raw) + 8
         buf = (llama_h.llama_token * capacity)()
         with self._model.pinned():

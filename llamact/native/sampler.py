@@ -368,7 +368,7 @@ class Grammar(SamplerSpec):
                 vocab, grammar, root, patterns, len(raw_patterns), tokens, len(self.trigger_tokens), *err.args,
             )
         if not ptr and err.message:
-            raise LlamaInferenceException(
+            raise LlamaSamplerParameterException(
                 f"llama.cpp rejected the Grammar sampler: {err.message}"
                 + (" (check the trigger patterns: they are ECMAScript regular expressions)" if self.lazy else ""),
                 {"sampler": "Grammar", "native_error": err.message},
@@ -468,7 +468,10 @@ def build_sampler(spec: SamplerSpec, lib: Any, vocab_ptr: int) -> int:
         if isinstance(spec, Grammar) and any("failed to parse grammar" in r for r in reasons):
             why = _grammar_parse_error(vocab_ptr, spec.grammar.encode(), spec.root.encode())
             reasons = [why, *reasons] if why else reasons
-        raise LlamaInferenceException(
+        # a grammar llama.cpp refuses ("a"**: left recursion) is the request's; any other spec was checked
+        # in Python first, so its refusal is llama.cpp's failure
+        error = LlamaSamplerParameterException if isinstance(spec, Grammar) else LlamaInferenceException
+        raise error(
             f"llama.cpp rejected the {type(spec).__name__} sampler: "
             f"{'; '.join(reasons) if reasons else 'no reason given'}",
             {"sampler": type(spec).__name__, "native_log": reasons},

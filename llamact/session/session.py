@@ -30,7 +30,7 @@ from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
 from ..engine.litert_engine import LitertEngine
 from ..engine.params import CHAT_REQUEST_OWNED, GenerationParams, split_sampling_keywords, with_sampling_keywords
-from ..errors import LlamaContextException, LlamaStateException
+from ..errors import LlamaContextException, LlamaRequestException, LlamaStateException
 from ..json_types import Json
 from .persistence import SavedSession, load_session, save_session
 from .tools import ToolLoopResult, run_tool_loop
@@ -43,7 +43,7 @@ def _as_dict(message: Mapping[str, Any] | ChatMessage) -> dict[str, Any]:
     if isinstance(message, ChatMessage):
         return dict(message_to_json(message))
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-        raise LlamaStateException(f"a message must be a dict with a string 'role', got {message!r}")
+        raise LlamaRequestException(f"a message must be a dict with a string 'role', got {message!r}")
     return dict(message)
 
 
@@ -158,7 +158,7 @@ class ChatSession:
             params = with_sampling_keywords(params or self.params, sampling_keywords)
         if continue_previous_turn:
             if content is not None:
-                raise LlamaStateException("continue_previous_turn continues the last reply: pass no content")
+                raise LlamaRequestException("continue_previous_turn continues the last reply: pass no content")
             if not self.history or self.history[-1].get("role") != "assistant":
                 raise LlamaStateException("continue_previous_turn needs an assistant message last in the history")
         elif content is not None:

@@ -641,7 +641,7 @@ except Exception as exc:
     print("MESSAGE", exc)
 """
     kind, message = child_outcome(run_child(code, str(smollm2_path), pattern, cwd=tmp_path))
-    assert kind == "LlamaInferenceException"
+    assert kind == "LlamaSamplerParameterException"   # the request's grammar: kind request
     assert "trigger" in message
 
 
@@ -745,7 +745,8 @@ step("sample-ok", lambda: 0 <= greedy.sample(ctx) < m.vocab.n_tokens)
     )
     for t in (-5, 10**6, 49152):
         kind, message = steps[f"accept-{t}"]
-        assert kind == "LlamaInferenceException" and "outside this vocabulary" in message and str(t) in message
+        # the caller's token: a request error (LlamaArgumentException, still an inference exception)
+        assert kind == "LlamaArgumentException" and "outside this vocabulary" in message and str(t) in message
     for name in ("accept-banned", "accept-eos-too-early"):
         kind, message = steps[name]
         assert kind == "LlamaInferenceException" and "not allowed by the grammar" in message, (name, message)

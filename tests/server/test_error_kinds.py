@@ -3,9 +3,9 @@ the package defines (no model needed). The rule it must keep is llama-server's, 
 always answered: the request's fault (a ``LlamaRequestException``, a grammar that does not parse,
 a body nested too deeply) and what the template or the schema converter cannot do
 (``LlamaUnsupportedException``) are 400 ``invalid_request_error``; a prompt that does not fit 400
-``exceed_context_size_error``; anything else 500 ``server_error``. The table finds a class's kind
-along its MRO; this checks that no class (one deriving from two kinds included) is answered other
-than by that rule."""
+``exceed_context_size_error``; anything else 500 ``server_error``. Each class declares its kind
+(``llamact.errors``); the table answers the kind, never the message text. This checks that no class
+(one deriving from two kinds included) is answered other than by that rule."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ import pytest
 
 import llamact
 from llamact.errors import (
+    ErrorKind,
     LlamaContextException,
     LlamaException,
     LlamaInferenceException,
     LlamaRequestException,
+    LlamaSamplerParameterException,
     LlamaUnsupportedException,
 )
 from llamact.grammar.gbnf import GbnfError
-from llamact.server.http.errors import RequestError, error_answer, exception_response
+from llamact.server.http.errors import ANSWERS, RequestError, error_answer, exception_response
 
 INVALID, CONTEXT, SERVER = (400, "invalid_request_error"), (400, "exceed_context_size_error"), (500, "server_error")
 # the package's parts that define exception classes a request can meet (parity and the CLI are tools)
@@ -87,10 +89,29 @@ def test_a_request_error_keeps_its_own_status(status: int, answer: tuple[int, st
     assert error_answer(RequestError("no", status=status)) == answer
 
 
-def test_a_grammar_llama_cpp_rejects_is_the_requests_fault() -> None:
-    rejected = LlamaInferenceException("llama.cpp rejected the Grammar sampler: ...", {"sampler": "Grammar"})
-    assert error_answer(rejected) == INVALID
-    assert error_answer(LlamaInferenceException("decode failed")) == SERVER
+def test_the_table_answers_every_kind() -> None:
+    assert set(ANSWERS) == set(ErrorKind)
+    # llama-server's ex_wrapper: std::invalid_argument is 400, any other exception 500; a prompt
+    # longer than the context is its own 400 type
+    assert {kind for kind, (status, _) in ANSWERS.items() if status == 400} == {
+        ErrorKind.REQUEST, ErrorKind.UNSUPPORTED, ErrorKind.CONTEXT}
+    assert ANSWERS[ErrorKind.CONTEXT] == CONTEXT
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: f"{c.__module__}.{c.__qualname__}")
+def test_each_exception_is_answered_by_the_kind_its_class_declares(cls: type[LlamaException]) -> None:
+    if cls is RequestError:
+        return   # its own status
+    assert error_answer(_instance(cls)) == ANSWERS[cls.kind]
+
+
+def test_the_answer_does_not_read_the_message() -> None:
+    # a grammar llama.cpp refuses was once recognised by its words; now by its class, whatever it says
+    refused = LlamaSamplerParameterException("llama.cpp rejected the Grammar sampler: x", {"sampler": "Grammar"})
+    assert error_answer(refused) == INVALID
+    lookalike = LlamaInferenceException("llama.cpp rejected the Grammar sampler: x", {"sampler": "Grammar"})
+    assert error_answer(lookalike) == SERVER
+    assert error_answer(GbnfError("missing root")) == INVALID
 
 
 def test_exceptions_outside_the_hierarchy() -> None:

@@ -3,7 +3,8 @@
 **The server's state.** ``/health`` (503 while the one model loads; a router is healthy once it
 listens), ``/v1/models`` and ``/models`` (the model, or router mode's catalogue in llama-server's
 router shape), ``/props`` (GET: the model's, or the router's own without ``?model=``; POST behind
-``--props``), ``/metrics`` (llama-server's fields and metric names) and the page at ``/``.
+``--props``), ``/metrics`` (llama-server's fields and metric names, then the inference gateway's gauges under
+vLLM's names: ``models.gateway_metrics``) and the page at ``/``.
 
 **Router mode's own routes**, as llama-server's router has them: ``POST /models/load`` and
 ``/models/unload`` (``{"model": NAME}``), and ``GET /models/sse`` (each model's status changes as
@@ -36,9 +37,13 @@ multipart form upstream), so the JSON body rules do not apply.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from importlib import resources
 
 from fastapi import APIRouter, Request
@@ -46,6 +51,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from ..http.body import json_body
 from ..http.errors import RequestError, error_response, exception_response
+from ..models.gateway_metrics import GatewayGauges, kv_cells
 from ..models.model_router import ModelEntry, ModelRouter, model_meta
 from ..models.state import STATE_KEY, state_of
 from ..serving.lora import parse_lora_request
@@ -125,15 +131,48 @@ async def metrics(request: Request) -> Response:
     else:
         waiting, decodes = worker.n_waiting, (0, 0, 0)
     speculator = state.engine.speculator
-    return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
-                                                      speculative=speculator.totals if speculator else None),
-                             media_type="text/plain; version=0.0.4")
+    text = state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
+                                    speculative=speculator.totals if speculator else None)
+    adapters_running, adapters_waiting = state.metrics.adapters.snapshot()
+    gateway = GatewayGauges(waiting, running, *kv_cells(state.engine, scheduler), len(state.loras),
+                            tuple(adapters_running), tuple(adapters_waiting))
+    return PlainTextResponse(text + gateway.prometheus(), media_type="text/plain; version=0.0.4")
+
+
+# -- the page at / ------------------------------------------------------------------------------------
+
+# index.html names its stylesheet and scripts as files beside it (so it opens from disk as it is); the
+# route puts them inline, so the page is one response on the one public path (http.edge.PUBLIC_PATHS)
+_ASSET = re.compile(r'<link rel="stylesheet" href="([\w.-]+\.css)">|<script src="([\w.-]+\.js)"></script>')
+
+
+@lru_cache(maxsize=1)
+def _page() -> tuple[str, str]:
+    """The page with its assets inline, and its Content-Security-Policy: the inline scripts and styles
+    allowed by their hashes, calls to this server only, images from the page itself -- so text a model
+    writes could not run as script even if it ever reached the page as HTML (it does not: markdown.js)."""
+    static = resources.files("llamact.server").joinpath("static")
+    hashes: dict[str, list[str]] = {"script": [], "style": []}
+
+    def inline(match: re.Match[str]) -> str:
+        css, js = match.groups()
+        tag = "style" if css else "script"
+        text = static.joinpath(css or js).read_text(encoding="utf-8")
+        if f"</{tag}" in text.lower():
+            raise ValueError(f"{css or js} holds </{tag}: it cannot be inlined")
+        hashes[tag].append("'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'")
+        return f"<{tag}>{text}</{tag}>"
+
+    html = _ASSET.sub(inline, static.joinpath("index.html").read_text(encoding="utf-8"))
+    policy = (f"default-src 'none'; script-src {' '.join(hashes['script'])}; style-src {' '.join(hashes['style'])}; "
+              "img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'")
+    return html, policy
 
 
 @router.get("/")
 async def page() -> Response:
-    html = resources.files("llamact.server").joinpath("static/index.html").read_text(encoding="utf-8")
-    return HTMLResponse(html)
+    html, policy = _page()
+    return HTMLResponse(html, headers={"Content-Security-Policy": policy})
 
 
 # -- router mode's model routes -----------------------------------------------------------------------

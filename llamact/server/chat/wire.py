@@ -153,6 +153,8 @@ _CHAT_FIELDS: tuple[tuple[str, str, Callable[[Json, str], Any]], ...] = (
     ("reasoning_budget_message", "reasoning_budget_message", _lenient_string),
     ("thinking_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
     ("reasoning_budget_tokens", "thinking_budget_tokens", lambda body, name: _number(body, name, int)),
+    # llamact's own: true gives llama-server's exact answer (docs/design.md deviations 2-5 and 17 off)
+    ("upstream_compat", "upstream_compat", read_bool),
 )
 
 
@@ -187,6 +189,15 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
     return {}
 
 
+def _names_a_schema(response_format: Any) -> bool:
+    """Whether ``response_format`` carries a schema of its own, which wins over the body's
+    ``json_schema`` in llama-server (``oaicompat_chat_params_parse``: a ``json_schema`` format, or a
+    ``json_object`` with a ``schema``); a ``text`` format or a bare ``json_object`` leaves it to the body's."""
+    return isinstance(response_format, dict) and (
+        response_format.get("type") == "json_schema"
+        or (response_format.get("type") == "json_object" and "schema" in response_format))
+
+
 def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     """A ``/v1/chat/completions`` (or ``/apply-template``) body."""
     if not isinstance(body, dict):
@@ -200,7 +211,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     options: dict[str, Any] = {"parallel_tool_calls": defaults.parallel_tool_calls,
                                "reasoning_format": defaults.reasoning_format,
                                "enable_thinking": defaults.enable_thinking,
-                               "upstream_compat": True}   # llama-server's events, deltas and all
+                               # --upstream-compat: llama-server's events, deltas and errors (the
+                               # default: create()'s, deviations 2-5 and 17)
+                               "upstream_compat": defaults.upstream_compat}
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
             value = read(body, name)
@@ -208,7 +221,8 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
                 options[option] = value
     if defaults.template_kwargs:
         options["chat_template_kwargs"] = {**defaults.template_kwargs, **(options.get("chat_template_kwargs") or {})}
-    if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
+    if body.get("json_schema") is not None and not _names_a_schema(body.get("response_format")):
+        # llama-server's own field: a schema for the reply, unless response_format names one itself
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
     if options.get("grammar"):
         check_grammar(options["grammar"])

@@ -27,20 +27,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from ...errors import (
-    LlamaContextException,
-    LlamaException,
-    LlamaGrammarDeadEndException,
-    LlamaInferenceException,
-    LlamaMediaException,
-    LlamaRequestException,
-    LlamaSamplerParameterException,
-    LlamaStateException,
-    LlamaTemplateException,
-    LlamaTokenLimitException,
-    LlamaUnsupportedException,
-)
-from ...grammar.gbnf import GbnfError
+from ...errors import ErrorKind, LlamaException, LlamaRequestException
 
 __all__ = ["ANSWERS", "SERVER_ERROR", "RequestError", "error_answer", "error_body", "error_response",
            "exception_response", "kind_of"]
@@ -56,57 +43,38 @@ class RequestError(LlamaRequestException):
         self.status = status
 
 
-# The one table: a kind of failure -> (HTTP status, llama-server's error type).
-ANSWERS: dict[str, tuple[int, str]] = {
-    "request": (400, "invalid_request_error"),
-    "unsupported": (400, "invalid_request_error"),
-    "context": (400, "exceed_context_size_error"),
-    "template": (500, "server_error"),
-    "inference": (500, "server_error"),
-    "state": (500, "server_error"),
+# The one table: a kind of failure (what each exception class declares) -> (HTTP status, llama-server's
+# error type). A model that fails to load under a request, and an exception of no declared kind, are 500.
+ANSWERS: dict[ErrorKind, tuple[int, str]] = {
+    ErrorKind.REQUEST: (400, "invalid_request_error"),
+    ErrorKind.UNSUPPORTED: (400, "invalid_request_error"),
+    ErrorKind.CONTEXT: (400, "exceed_context_size_error"),
+    ErrorKind.TEMPLATE: (500, "server_error"),
+    ErrorKind.MODEL: (500, "server_error"),
+    ErrorKind.INFERENCE: (500, "server_error"),
+    ErrorKind.STATE: (500, "server_error"),
+    ErrorKind.UNCLASSIFIED: (500, "server_error"),
 }
-SERVER_ERROR = (500, "server_error")   # a failure of no known kind: a bug
+SERVER_ERROR = (500, "server_error")   # a failure that is no LlamaException: a bug
 # a RequestError's own status that has a type of its own (404: router mode's unknown model, as llama-server)
 _STATUS_TYPES = {404: "not_found_error", 503: "unavailable_error"}
 
-# The kind of each exception class, found along the class's MRO (its first class listed here wins).
-# When errors.py declares a ``kind`` on every class (issue 41 item 3), ``kind_of`` reads that and this
-# table goes. The four classes that are both an inference failure and the caller's request are listed
-# because their MRO meets LlamaInferenceException before LlamaRequestException; a model that fails to
-# load, and LlamaException itself, have no kind here: 500.
-_CLASS_KINDS: dict[type[BaseException], str] = {
-    LlamaRequestException: "request",
-    LlamaSamplerParameterException: "request",
-    LlamaGrammarDeadEndException: "request",
-    LlamaTokenLimitException: "request",
-    LlamaMediaException: "request",
-    GbnfError: "request",          # a request's grammar that does not parse, or is over a limit
-    RecursionError: "request",     # a body nested deeper than some code below can follow
-    LlamaUnsupportedException: "unsupported",
-    LlamaContextException: "context",
-    LlamaTemplateException: "template",
-    LlamaInferenceException: "inference",
-    LlamaStateException: "state",
-}
 
-
-def kind_of(exc: BaseException) -> str | None:
-    """The kind of failure ``exc`` is (a key of ``ANSWERS``), None for one of no known kind."""
-    # TO REMOVE once the native sampler raises a request error for a grammar llama.cpp refuses (issue 41
-    # item 3): that rejection ("a"**: left recursion) is a LlamaInferenceException naming the sampler
-    if isinstance(exc, LlamaInferenceException) and exc.details.get("sampler") == "Grammar":
-        return "request"
-    for cls in type(exc).__mro__:
-        kind = _CLASS_KINDS.get(cls)
-        if kind is not None:
-            return kind
+def kind_of(exc: BaseException) -> ErrorKind | None:
+    """The kind of failure ``exc`` is (a key of ``ANSWERS``): the kind its class declares; a
+    ``RecursionError`` (a body nested deeper than some code below can follow) is the request's; None
+    for anything else (a bug)."""
+    if isinstance(exc, LlamaException):
+        return exc.kind
+    if isinstance(exc, RecursionError):
+        return ErrorKind.REQUEST
     return None
 
 
 def error_answer(exc: BaseException) -> tuple[int, str]:
     """The status and llama-server's error type for a request that failed with ``exc``."""
     if isinstance(exc, RequestError):
-        return exc.status, _STATUS_TYPES.get(exc.status, ANSWERS["request"][1])
+        return exc.status, _STATUS_TYPES.get(exc.status, ANSWERS[ErrorKind.REQUEST][1])
     kind = kind_of(exc)
     return ANSWERS[kind] if kind is not None else SERVER_ERROR
 

@@ -4,8 +4,10 @@
     for name, data in events.render(chunk): ...  # ("message_start", {...}), ("content_block_delta", {...}), ...
     anthropic_sse((name, data)) -> b"event: NAME\\ndata: {...}\\n\\n"
 
-What enters: the ``ChatChunk`` values of one ``create(upstream_compat=True)`` stream, in order; each
-delta chunk is one of upstream's message diffs. What leaves: the events of server-task.cpp's
+What enters: the ``ChatChunk`` values of one ``create()`` stream, in order; with
+``upstream_compat=True`` each delta chunk is one of upstream's message diffs (by default the deltas
+are deviation 5's, none marked ``final_parse``; a recovery report rides on ``message_delta`` as
+``llamact``, deviation 17). What leaves: the events of server-task.cpp's
 ``server_task_result_cmpl_partial::to_json_anthropic`` (per token) and
 ``server_task_result_cmpl_final::to_json_anthropic_stream`` (at the end), quirks and all:
 
@@ -142,6 +144,8 @@ class AnthropicEvents:
         out.append(_event("message_delta", delta={"stop_reason": stop_reason(chunk.finish_reason),
                                                   "stop_sequence": stop_string or None},
                           usage={"output_tokens": chunk.usage.completion_tokens if chunk.usage else 0}))
+        if chunk.recovery is not None:   # llamact's extension field (docs/design.md deviation 17)
+            out[-1][1]["llamact"] = chunk.recovery.to_json()
         out.append(_event("message_stop"))
         return out
 

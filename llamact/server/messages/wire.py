@@ -38,7 +38,7 @@ __all__ = ["message_json", "read_messages", "stop_reason", "to_chat_body", "tool
 
 DEFAULT_MAX_TOKENS = 4096          # "required in Anthropic, but we're permissive"
 DEFAULT_THINKING_BUDGET = 10000
-_PASSED_THROUGH = ("temperature", "top_p", "top_k", "stream", "chat_template_kwargs")
+_PASSED_THROUGH = ("temperature", "top_p", "top_k", "stream", "chat_template_kwargs", "upstream_compat")
 _BILLING_HEADER = "x-anthropic-billing-header:"
 
 
@@ -243,6 +243,9 @@ def message_json(completion: Any, message_id: str, model: str, stop_string: str 
     for call in message.tool_calls:
         content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input(call.arguments)})
     usage = completion.usage
-    return {"id": message_id, "type": "message", "role": "assistant", "content": content, "model": model,
-            "stop_reason": stop_reason(completion.finish_reason), "stop_sequence": stop_string or None,
-            "usage": usage_json(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)}
+    out = {"id": message_id, "type": "message", "role": "assistant", "content": content, "model": model,
+           "stop_reason": stop_reason(completion.finish_reason), "stop_sequence": stop_string or None,
+           "usage": usage_json(usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens)}
+    if completion.recovery is not None:   # llamact's extension field (docs/design.md deviation 17)
+        out["llamact"] = completion.recovery.to_json()
+    return out

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import LlamaException
+from ...errors import LlamaRequestException
 from ..config.options import rows, split_list
 from ..config.settings import MODEL_FIELDS, ServerSettings, load_settings, read_config_file
 
@@ -87,7 +87,7 @@ def _check_keys(values: dict[str, Any], where: str) -> None:
         if key not in MODEL_FIELDS and key != LOAD_ON_STARTUP:
             what = "is a server setting: give it once, outside the models" if key in rows(ServerSettings) \
                 else "is not a setting"
-            raise LlamaException(f"{where}: {key!r} {what}")
+            raise LlamaRequestException(f"{where}: {key!r} {what}")
 
 
 def read_preset(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -97,7 +97,7 @@ def read_preset(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         with path.open(encoding="utf-8") as f:
             parser.read_file(f)
     except (OSError, UnicodeDecodeError, configparser.Error) as exc:
-        raise LlamaException(f"cannot read the models preset {path}: {exc}") from None
+        raise LlamaRequestException(f"cannot read the models preset {path}: {exc}") from None
     keys = _ini_keys()
     global_values: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
@@ -107,7 +107,7 @@ def read_preset(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             if key == "version":   # reserved by llama-server
                 continue
             if key not in keys:
-                raise LlamaException(f"{path} [{section}]: option {key!r} is not recognized (the long flags "
+                raise LlamaRequestException(f"{path} [{section}]: option {key!r} is not recognized (the long flags "
                                      "without dashes, e.g. ctx-size, n-gpu-layers, chat-template-file)")
             field, negated = keys[key]
             values[field] = (text.strip().lower() not in _TRUE) if negated else text
@@ -121,7 +121,7 @@ def read_preset(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
 def scan_models_dir(directory: Path) -> dict[str, dict[str, Any]]:
     """``--models-dir``: {name: {"model": path}} (see the module docstring)."""
     if not directory.is_dir():
-        raise LlamaException(f"--models-dir: {directory} does not exist or is not a directory")
+        raise LlamaRequestException(f"--models-dir: {directory} does not exist or is not a directory")
 
     def is_model(path: Path) -> bool:
         return path.suffix == ".gguf" and "mmproj" not in path.name and path.is_file()
@@ -155,8 +155,8 @@ def read_catalogue(flags: dict[str, Any], config_file: Path | None = None) -> Ca
         return Catalogue(base, (ModelSpec(_served_name(base), base, base.alias[1:], "cli", True),), router=False)
     for name in ("model", "alias"):
         if flags.get(name) or config.get(name):
-            raise LlamaException(f"--{name} names one model; in router mode (--models-dir, --models-preset, or a "
-                                 f"config file's models) give each model's {name} in its own entry")
+            raise LlamaRequestException(f"--{name} names one model; in router mode (--models-dir, --models-preset, "
+                                        f"or a config file's models) give each model's {name} in its own entry")
     entries: dict[str, dict[str, Any]] = {}
     sources: dict[str, str] = {}
     global_values: dict[str, Any] = {}
@@ -172,7 +172,7 @@ def read_catalogue(flags: dict[str, Any], config_file: Path | None = None) -> Ca
             sources[name] = "preset"
     models = config.get("models", {})
     if not isinstance(models, dict) or not all(isinstance(v, dict) for v in models.values()):
-        raise LlamaException(f"the config file {config_file}: 'models' must be an object of model name -> "
+        raise LlamaRequestException(f"the config file {config_file}: 'models' must be an object of model name -> "
                              "object of settings")
     for name, values in models.items():
         _check_keys(values, f"the config file {config_file}, model {name!r}")
@@ -182,7 +182,7 @@ def read_catalogue(flags: dict[str, Any], config_file: Path | None = None) -> Ca
     specs = []
     for name, entry in entries.items():
         if not entry.get("model"):
-            raise LlamaException(f"model {name!r} has no model file (give it 'model')")
+            raise LlamaRequestException(f"model {name!r} has no model file (give it 'model')")
         values = {k: v for k, v in {**global_values, **entry}.items() if k != LOAD_ON_STARTUP}
         settings = load_settings(flags, file_values={**top, **values})
         own = {"model": str(entry["model"]), "alias": tuple(str(a) for a in split_list(entry.get("alias", ())))}
@@ -198,5 +198,5 @@ def _check_names(specs: list[ModelSpec]) -> None:
     for spec in specs:
         for name in (spec.name, *spec.aliases):
             if name in seen and seen[name] != spec.name:
-                raise LlamaException(f"the name {name!r} is given to both {seen[name]!r} and {spec.name!r}")
+                raise LlamaRequestException(f"the name {name!r} is given to both {seen[name]!r} and {spec.name!r}")
             seen[name] = spec.name

@@ -278,5 +278,8 @@ def response_json(completion: Any, ids: ResponseIds, model: str) -> Json:
                        "role": message.role or "assistant", "status": "completed", "type": "message"})
     output.extend(call_item(call) for call in message.tool_calls)
     now = int(time.time())
-    return {"completed_at": now, "created_at": now, "id": ids.response, "model": model, "object": "response",
-            "output": output, "status": "completed", "usage": usage_json(completion.usage)}
+    out = {"completed_at": now, "created_at": now, "id": ids.response, "model": model, "object": "response",
+           "output": output, "status": "completed", "usage": usage_json(completion.usage)}
+    if completion.recovery is not None:   # llamact's extension field (docs/design.md deviation 17)
+        out["llamact"] = completion.recovery.to_json()
+    return out

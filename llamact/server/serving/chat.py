@@ -6,7 +6,8 @@ family whose body is a chat request (chat, Responses, Anthropic's Messages).
 ``answer_chat`` is the chat path itself -- the schema check, the worker, the metrics, the stream or
 the whole reply -- with the wire shape left to the route: the chat route writes OpenAI's chat shape,
 the Responses route (``responses``) its own from the same completion and chunks. Tools the model's
-template cannot carry are refused or warned about here, for every wire shape (``serving.tool_policy``).
+template cannot carry are refused or warned about here, for every wire shape (``serving.tool_policy``),
+and a reply the parser could not read (answered all the same, docs/design.md deviation 17) is logged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...engine.chat_completion import ChatStream
 from ...json_types import Json
 from ..http.errors import exception_response
 from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
+from ..models.gateway_metrics import adapter_names
 from ..models.state import state_of
 from ..wire.request import ChatCall, refuse_unenforced_schema
 from .lora import request_scales
@@ -59,6 +61,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))
+    state.metrics.adapters.note(job, adapter_names(loras, scales))
     if not call.stream:
         try:
             completion = await run_to_end(job, request)
@@ -66,6 +69,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
             return exception_response(exc)
         t = completion.timings
         state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
+        _log_recovery(state, completion.recovery)
         return JSONResponse(whole(completion, streams[0]), headers=headers)
 
     try:
@@ -78,8 +82,20 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
         if chunk.timings is not None:
             t = chunk.timings
             state.metrics.record(t.prompt_n, t.prompt_ms, t.predicted_n, t.predicted_ms, t.cache_n)
+            _log_recovery(state, chunk.recovery)
 
     response = event_stream(job, first, events, framing)
     if warning:
         response.headers[WARNING_HEADER] = warning
     return response
+
+
+def _log_recovery(state: Any, recovery: Any) -> None:
+    """A reply whose final parse failed (docs/design.md deviation 17: answered all the same) is logged."""
+    log = getattr(state, "log", None)
+    if recovery is None or recovery.parse_error is None or log is None:
+        return
+    rules = ", ".join(recovery.recovered) or "none"
+    log.warning(f"model {state.model_name}: the parser could not read a reply ({recovery.parse_error}); answered "
+                f"with what could be read, the rest as content (recovered by: {rules})",
+                model=state.model_name, parse_error=recovery.parse_error, recovered=list(recovery.recovered))

@@ -46,6 +46,8 @@ class RequestDefaults:
     parallel_tool_calls: bool = False
     # accept a response schema with keywords the grammar cannot enforce (llama-server's way)
     lenient_schemas: bool = False
+    # answer chat requests exactly as llama-server does (--upstream-compat; a request's own field wins)
+    upstream_compat: bool = False
     # the model's vocabulary, for the fields that need it (logit_bias text, ignore_eos); the slots
     # (llama-server's bound on a request's n)
     vocabulary: Vocabulary | None = None
