@@ -20,7 +20,7 @@ from server_live import LiveServer
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-MAX_DRY_BREAKERS = 64
+MAX_DRY_BREAKERS = 256
 CHAT = {"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 2, "temperature": 0}
 
 
@@ -101,13 +101,16 @@ def test_a_dry_request_does_not_stall_the_others(live: LiveServer) -> None:
     """Before: DRY's set-up held the model's lock, which every other request's tokenizing (and the
     slots' token pieces) waits for: 500 breakers made another chat wait 9.3 s.
 
-    The bound, from solo runs here: the hostile request's set-up is made at least 10 times the other
-    request's solo time (by its breaker count); the other request, sent once a tenth of that set-up
-    has passed, must be answered within half of it, and before the hostile request."""
+    The bound, from solo runs here: the hostile request's set-up is made about 40 times the other
+    request's solo time (by its breaker count; at least 5 times); the other request, sent once a
+    tenth of that set-up has passed, must be answered within half of it, and before the hostile
+    request. (A set-up of only 10-15 times left too little room on a loaded 2-core machine: the
+    other request took 0.42 s beside set-ups of 0.65-2.4 s alike, 0.07 s alone -- the share of a
+    busy CPU, not a wait for the set-up, which would grow with it.)"""
     post(live, "/v1/chat/completions", CHAT)   # warm
     t_other = min(post(live, "/v1/chat/completions", CHAT)[2] for _ in range(3))
     t8 = post(live, "/v1/chat/completions", dry_chat(breakers(8, "w")))[2]
-    n = min(MAX_DRY_BREAKERS, max(8, math.ceil(8 * 15 * t_other / t8)))
+    n = min(MAX_DRY_BREAKERS, max(8, math.ceil(8 * 40 * t_other / t8)))
     t_hostile = post(live, "/v1/chat/completions", dry_chat(breakers(n, "s")))[2]
     assert t_hostile >= 5 * t_other, ("the set-up is too quick to measure a stall against", t_hostile, t_other)
 
