@@ -284,6 +284,9 @@ class ServerSettings(BaseSettings):
                                  help="deepest JSON nesting of a body (400 above)")
     max_tokenize_tokens: int = option(1 << 20, "--max-tokenize-tokens", scope=SERVER, ge=1,
                                       help="most tokens /tokenize answers and /detokenize takes (400 above)")
+    max_dry_breakers: int = option(16, "--max-dry-breakers", scope=SERVER, ge=0, le=4096,
+                                   help="most DRY sequence breakers a request may give with DRY on (400 above): "
+                                        "each costs a scan of the whole vocabulary before the request starts")
     timeout: float = option(600.0, "-to", "--timeout", scope=SERVER, gt=0,
                             help="seconds a client has to send a whole request, and to read a stalled answer")
     shutdown_timeout: float = option(5.0, "--shutdown-timeout", scope=SERVER, ge=0,
@@ -440,11 +443,14 @@ class ServerSettings(BaseSettings):
                            loras=tuple(self.loras()), speculative=speculative_params(self.model_dump()))
 
     def sampling_defaults(self) -> dict[str, Any]:
-        """The ``GenerationParams`` defaults set by ``sampling=`` rows (a seed of -1 is random)."""
+        """The ``GenerationParams`` defaults set by ``sampling=`` rows. The seed is llama.cpp's
+        ``uint32_t`` read by ``std::stoul``: ``--seed -5`` is 4294967291 there, and -1 (4294967295,
+        ``LLAMA_DEFAULT_SEED``) is a fresh random seed per request."""
         out = {row.sampling: getattr(self, name) for name, row in rows(type(self)).items()
                if row.sampling is not None and getattr(self, name) is not None}
-        if out.get("seed") == -1:
-            out["seed"] = None
+        if "seed" in out:
+            seed = out["seed"] & 0xFFFFFFFF
+            out["seed"] = None if seed == 0xFFFFFFFF else seed
         return out
 
 
