@@ -10,7 +10,7 @@ from .chat.media import MEDIA_MARKER, audio_part, image_part
 from .chat.messages import ChatMessage, ToolCall
 from .chat.oai import ChatTool
 from .chat.request import ChatRequest
-from .compat import Llama
+from .compat import Llama, LlamaGrammar
 from .engine import (
     AsyncChatStream,
     AsyncLlamaEngine,
@@ -52,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "build_info",
     "Llama",
+    "LlamaGrammar",
     "devices",
     "Device",
     "GenerationChunk",

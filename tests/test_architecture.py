@@ -101,8 +101,8 @@ SUBPACKAGES = sorted(m for m, path in MODULES.items() if path.name == "__init__.
 
 def test_every_subpackage_is_checked_for_circles() -> None:
     assert SUBPACKAGES == ["llamact.backends", "llamact.chat", "llamact.compat", "llamact.engine", "llamact.grammar",
-                           "llamact.jinja", "llamact.native", "llamact.parity", "llamact.peg", "llamact.server",
-                           "llamact.session"]
+                           "llamact.jinja", "llamact.native", "llamact.parity", "llamact.peg", "llamact.serve_ray",
+                           "llamact.server", "llamact.session"]
 
 
 @pytest.mark.parametrize("package", ["llamact", *SUBPACKAGES])
@@ -144,10 +144,12 @@ def test_native_is_reached_only_through_the_engine() -> None:
     ("llamact.grammar", ("llamact.chat", "llamact.engine", "llamact.session", "llamact.server", "llamact.peg",
                          "llamact.compat")),
     ("llamact.peg", ("llamact.chat", "llamact.engine", "llamact.session", "llamact.server", "llamact.compat")),
-    ("llamact.engine", ("llamact.session", "llamact.server", "llamact.compat")),
-    ("llamact.session", ("llamact.server", "llamact.compat")),
+    ("llamact.engine", ("llamact.session", "llamact.server", "llamact.compat", "llamact.serve_ray")),
+    ("llamact.session", ("llamact.server", "llamact.compat", "llamact.serve_ray")),
     # llama-cpp-python's API sits on the engine beside the server: neither uses the other
-    ("llamact.server", ("llamact.compat",)),
+    ("llamact.server", ("llamact.compat", "llamact.serve_ray")),
+    # Ray's replicas sit on the server (its app, its settings): nothing below knows Ray
+    ("llamact.serve_ray", ("llamact.compat", "llamact.session", "llamact.native")),
     ("llamact.compat", ("llamact.server", "llamact.session")),
     # a second runtime is a leaf under the engine, as native is: it uses chat, never what sits on it
     ("llamact.backends", ("llamact.engine", "llamact.session", "llamact.server", "llamact.compat",
@@ -157,6 +159,19 @@ def test_imports_point_down(lower: str, upper: tuple[str, ...]) -> None:
     wrong = {m: sorted(d for d in GRAPH[m] if d.startswith(upper))
              for m in GRAPH if m == lower or m.startswith(lower + ".")}
     assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_ray_is_imported_only_by_its_package() -> None:
+    """Ray is an optional extra (llamact[ray]): only llamact.serve_ray imports it (and the CLI, to say
+    what to install when ``serve --ray`` finds it missing)."""
+    importers = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                importers.add(name)
+    assert {m for m in importers if not m.startswith("llamact.serve_ray")} == {"llamact.cli"}
 
 
 def test_nothing_imports_the_parity_tooling() -> None:

@@ -3,6 +3,8 @@
     params, options = chat_keywords(params, options)     # create()'s keywords: sampling vs request
     complete_chat(backend, messages, params, options)     # create() run to its end
     create_structured(backend, messages, output, params, options)
+    takes_tools(backend, custom_template=None) -> bool    the template has a tool-call format
+    refuse_uncallable(request, result, templates)          "required" without one: LlamaUnsupportedException
 
 What enters: a runtime (``LlamaEngine``, ``LitertEngine``, ``BatchScheduler``) and a chat call's
 arguments. What leaves: what the runtime's ``create()`` gives, collected or validated. Each runtime's
@@ -14,10 +16,15 @@ and for ``GenerationParams.grammar`` in a chat request (the request's ``grammar`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from ..chat.oai import ChatRequestError
-from ..chat.request import REQUEST_OPTIONS, as_chat_request
+from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
+from ..chat.result import ChatTemplateResult
+from ..chat.templates import ChatTemplates
+from ..chat.tool_format import LIBRARY_REMEDY, cannot_call
+from ..errors import LlamaException, LlamaUnsupportedException
 from .backend import ChatBackend
 from .chat_types import ChatCompletion
 from .params import (
@@ -28,7 +35,10 @@ from .params import (
     with_sampling_keywords,
 )
 
-__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured"]
+__all__ = ["chat_keywords", "check_chat_params", "complete_chat", "create_structured", "refuse_uncallable",
+           "takes_tools"]
+
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
 
 
 def chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
@@ -77,3 +87,33 @@ def create_structured(backend: ChatBackend, messages: Any, output: Any, params: 
     request = as_chat_request(messages, {**options, "response_format": response_format_for(output)})
     reply = complete_chat(backend, request, params, {})
     return validate_output(output, reply.content, reply.finish_reason)
+
+
+def takes_tools(backend: ChatBackend, custom_template: str | None = None) -> bool:
+    """Whether a request's tools reach the model as something it can call: the template renders a
+    tool-call format (a grammar for one tool). Templates without one render the conversation and drop
+    the tools (SmolLM2's, Gemma 3's); every entry point refuses a demanded call through them
+    (``chat/tool_format.py``). A template that fails on tools answers True: its requests say how."""
+    options = {"custom_template": custom_template} if custom_template is not None else {}
+    try:
+        result = backend.chat_template([{"role": "user", "content": "Hi"}], tools=[_PROBE_TOOL], tool_choice="auto",
+                                       **options)
+    except LlamaException:
+        return True
+    return bool(result.grammar)
+
+
+def refuse_uncallable(request: ChatRequest, result: ChatTemplateResult,
+                      templates: Callable[[], ChatTemplates]) -> None:
+    """Raise ``LlamaUnsupportedException`` when ``request`` demands a call (``"required"``) that
+    ``result`` cannot constrain: its template has no tool-call format, so upstream rendered no grammar.
+    (A named function is refused where it is forced, ``deviations/named_tool.py``.) ``templates``
+    gives the request's template set, asked only to name it."""
+    inputs = request.inputs
+    if not inputs.tools or inputs.tool_choice != "required" or inputs.named_tool is not None:
+        return
+    if not result.grammar and not request.grammar:
+        origin = templates().for_request(True).origin
+        raise LlamaUnsupportedException(
+            cannot_call(f"the chat template from {origin}", 'is "required"', LIBRARY_REMEDY),
+            {"origin": origin, "family": result.family, "tool_choice": "required"})

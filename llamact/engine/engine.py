@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from ..native.model import Model, ProgressCallback
 from ..native.mtmd import Projector
 from ..native.sampler import SamplerChain
 from . import chat_calls
-from .chat_calls import chat_keywords, check_chat_params
+from .chat_calls import chat_keywords, check_chat_params, refuse_uncallable
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
@@ -210,9 +210,16 @@ class LlamaEngine:
         control tokens as their text."""
         return self.model.vocab.token_to_piece(token, special=special)
 
-    def get_metadata(self) -> dict[str, str]:
-        """The GGUF's metadata, key -> value as text."""
-        return self.model.metadata()
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
+        """The GGUF's metadata, key -> value as text; with ``key``, that key's value (``default`` when
+        the file has none), as ``get_metadata("tokenizer.chat_template")``."""
+        metadata = self.model.metadata()
+        return metadata if key is None else metadata.get(key, default)
 
     # -- what callers read about the model and its context (the engine's face: nothing outside
     # -- engine/ and native/ reads the native objects) ---------------------------------------
@@ -653,6 +660,8 @@ class LlamaEngine:
             refuse_unenforced(request.inputs.json_schema,
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
+        # "required" through a template without a tool-call format: refused (deviation 15), not answered in text
+        refuse_uncallable(request, result, lambda: self._templates.templates(request.custom_template))
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
                                   is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
                                   named_tool=request.named_tool)

@@ -281,10 +281,15 @@ class LitertEngine:
     def fim_token(self, kind: str) -> int | None:
         return None
 
-    def get_metadata(self) -> dict[str, str]:
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
         """The bundle's system metadata and what its LLM metadata says, as text; ``tokenizer.chat_template``
         is the template llamact renders with unless ``ModelParams.chat_template`` replaced it (then the
-        bundle's own, as a GGUF's metadata keeps its own)."""
+        bundle's own, as a GGUF's metadata keeps its own). With ``key``, that key's value (or ``default``)."""
         b = self.bundle
         out = {str(k): str(v) for k, v in b.system_metadata.items()}
         out.update({"general.architecture": "litert-lm", "litert.file_version": ".".join(map(str, b.version)),
@@ -294,7 +299,7 @@ class LitertEngine:
         own = b.template if self.params.chat_template is not None else self._choice.source
         if own:
             out["tokenizer.chat_template"] = own
-        return out
+        return out if key is None else out.get(key, default)
 
     # -- tokens ----------------------------------------------------------------------------------
 

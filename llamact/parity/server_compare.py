@@ -23,6 +23,10 @@ deviations may explain one, and the verdict names each that did:
   prompts are, when the server answered; when its parser failed on the unconstrained output, there is
   no server prompt to compare). Or llamact refused the request with LlamaUnsupportedException naming
   the tool, where its template has no tool-call format to force (chat/named_tool.py);
+* ``15-demanded-call-refused``: ``tool_choice`` "required" through a template without a tool-call
+  format (the models' own SmolLM2 and Gemma 3 templates): llama-server answers text, the tools dropped;
+  llamact refuses with LlamaUnsupportedException (engine/chat_calls.py ``refuse_uncallable``), in
+  both modes, as the server route and the CLI do. Named only when the server's answer holds no call.
 * ``19-required-calls``: a ``"required"`` tool choice, whose default grammar admits calls alone (llama-server's
   lets the model write content first): where the generated tokens differ, llamact's answer is calls of
   the tools, valid for their schemas, with no content (``tool_calls``), or a reply cut short by the
@@ -47,13 +51,14 @@ from dataclasses import dataclass
 from ..errors import LlamaUnsupportedException
 from ..json_types import Json
 from .chat_answer import ChatAnswer
-from .server_cases import E2ECase
+from .server_cases import OWN_TEMPLATE, E2ECase
 
 QWEN_XML = "2-qwen-xml-validation"
 DOUBLE_BRACES = "3-double-braces"
 REASONING_TRIM = "4-reasoning-trim"
 STREAMING = "5-streaming"
 NAMED_TOOL_CHOICE = "9-named-tool-choice"
+DEMANDED_CALL_REFUSED = "15-demanded-call-refused"
 RECOVERY = "17-recovery"
 REQUIRED_CALLS = "19-required-calls"
 TIMING_COUNTS = ("prompt_n", "predicted_n", "cache_n")
@@ -262,10 +267,20 @@ def _refuses_named_choice(case: E2ECase, failure: Exception | str) -> bool:
             and failure.details.get("tool_choice") == case.tool_choice["function"]["name"])
 
 
+def _refuses_demanded_call(case: E2ECase, server: ChatAnswer, failure: ChatAnswer | Exception | str) -> bool:
+    """llamact refused "required" through the model's own template, which has no tool-call format
+    (SmolLM2's, Gemma 3's), where llama-server answered without a call (docs/design.md deviation 15)."""
+    return (case.tool_choice == "required" and case.template == OWN_TEMPLATE
+            and isinstance(server.message, dict) and not server.message.get("tool_calls")
+            and isinstance(failure, LlamaUnsupportedException) and failure.details.get("tool_choice") == "required")
+
+
 def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAnswer | Exception | str,
             *, upstream_compat: bool = False) -> Verdict:
     """The verdict on llamact's answer to ``case`` against llama-server's (an exception or message
     stands for a side that failed: both failing is equal)."""
+    if isinstance(server, ChatAnswer) and _refuses_demanded_call(case, server, llamact):   # (either mode)
+        return Verdict("deviation", (DEMANDED_CALL_REFUSED,))
     if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
         if not upstream_compat and isinstance(llamact, ChatAnswer) and _recovered(case, llamact, failed=True):
             return Verdict("deviation", (RECOVERY,))   # llama-server's final parse failed; llamact answered

@@ -32,7 +32,8 @@ __all__ = ["Catalogue", "ServerSettings", "create_app", "load_settings", "read_c
 
 def serve(settings: ServerSettings | Catalogue) -> None:
     """Run until SIGTERM / SIGINT (``shutdown``: a bounded drain); outside router mode a model that
-    fails to load stops the server and raises its LlamaException."""
+    fails to load stops the server and raises its LlamaException (the log has said it). The socket
+    is bound first: an address in use raises ``LlamaException`` before any model loads."""
     import os
     import sys
 
@@ -40,16 +41,19 @@ def serve(settings: ServerSettings | Catalogue) -> None:
 
     from ..errors import LlamaModelException
     from .http.logs import ServerLog
-    from .http.transport import request_timeout_protocol
+    from .http.transport import listening_socket, request_timeout_protocol
     from .shutdown import DrainingServer
 
     server_settings = settings.settings if isinstance(settings, Catalogue) else settings
+    # bound before anything loads: a busy port is a LlamaException now, not a bare error after the load
+    sock = listening_socket(server_settings.host, server_settings.port)
     log = ServerLog(server_settings.log_format)
     app = create_app(settings, server_log=log)
     models = app.state.llamact
     tls = server_settings.ssl_cert_file is not None
+    # asyncio's loop, as measured: uvicorn would take uvloop wherever it is installed (llamact[ray] brings it)
     config = uvicorn.Config(app, host=server_settings.host, port=server_settings.port, log_level="warning",
-                            http=request_timeout_protocol(server_settings.timeout),
+                            loop="asyncio", http=request_timeout_protocol(server_settings.timeout),
                             ssl_certfile=str(server_settings.ssl_cert_file) if tls else None,
                             ssl_keyfile=str(server_settings.ssl_key_file) if tls else None)
     server = DrainingServer(config, models, drain=server_settings.shutdown_timeout, log=log,
@@ -60,11 +64,11 @@ def serve(settings: ServerSettings | Catalogue) -> None:
         server.should_exit = True
 
     models.on_load_error = stop
-    server.run()
+    server.run(sockets=[sock])
     if models.abandoned:   # a worker thread is stuck in native code: exiting normally would wait for it
         sys.stderr.write("llamact: a request was still running in native code; exiting without freeing it\n")
         sys.stderr.flush()
         os._exit(1)
-    log.info("stopped", event="stopped")
-    if not models.routing and models.only.error is not None:
+    if not models.routing and models.only.error is not None:   # the log has said why, once
         raise LlamaModelException(models.only.error)
+    log.info("stopped", event="stopped")

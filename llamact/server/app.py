@@ -34,7 +34,7 @@ from .chat import routes as chat
 from .completions import routes as completions
 from .config.settings import ServerSettings
 from .embeddings import routes as embeddings
-from .http.edge import KeyGuard, Prefix, api_keys, cors_middleware
+from .http.edge import HeadAsGet, KeyGuard, Prefix, api_keys, cors_middleware
 from .http.errors import error_response
 from .http.logs import AccessLog, ServerLog
 from .messages import routes as messages
@@ -101,6 +101,7 @@ def create_app(settings: ServerSettings | Catalogue, *, server_log: ServerLog | 
     app.add_middleware(KeyGuard, keys=api_keys(server))
     app.add_middleware(AccessLog, log=out, log_prompts=server.log_prompts)
     app.add_middleware(Prefix, prefix=server.api_prefix)
+    app.add_middleware(HeadAsGet)
     cors = cors_middleware(server)
     if cors is not None:
         app.add_middleware(cors[0], **cors[1])  # type: ignore[arg-type]

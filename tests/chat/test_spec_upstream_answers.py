@@ -135,9 +135,10 @@ def test_mistral_small_3_2_calls_as_its_grammar_writes_them_parse(oracle: Oracle
 def test_mistral_small_3_2_calls_in_the_models_own_form_do_not_parse(oracle: OracleClient,
                                                                       tools: list[Any]) -> None:
     """``[TOOL_CALLS]get_weather[ARGS]{...}`` (a reply written without the grammar) is, with tools, a
-    parse error for upstream and ``ChatParseError`` for llamact in both modes when the output is
-    complete (cut off by the token limit, the default mode keeps the text and sends no call);
-    without tools it is content, in both."""
+    parse error for upstream and ``ChatParseError`` for llamact's upstream mode when the output is
+    complete; the default mode (deviation 17) answers with the text as content, no call, and the
+    parse error named (no recovery rule reads this form); cut off by the token limit, it keeps the
+    text and sends no call. Without tools it is content, in both."""
     answer = apply_answer(oracle, MISTRAL_SMALL, tools=tools)
     text = "[TOOL_CALLS]get_weather[ARGS]" + ARGS
     pieces = token_pieces(text, random.Random(5))
@@ -149,6 +150,10 @@ def test_mistral_small_3_2_calls_in_the_models_own_form_do_not_parse(oracle: Ora
         return
     assert "error" in steps[-1]
     with pytest.raises(ChatParseError):
-        stream_default(template_result(answer), text, pieces, tools=tools)
+        stream_upstream(template_result(answer), text, pieces)
+    complete = stream_default(template_result(answer), text, pieces, tools=tools)
+    assert complete.message.content == text and complete.message_calls == [] and complete.matches_message()
+    recovery = complete.parser.recovery
+    assert recovery is not None and recovery.parse_error and recovery.recovered == ()
     cut = stream_default(template_result(answer), text, pieces, tools=tools, stop_reason="max_tokens")
     assert cut.message_calls == [] and cut.matches_message()

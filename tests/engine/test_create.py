@@ -323,3 +323,30 @@ def test_family_names_of_the_templates_above_are_all_different_layouts() -> None
     families = {apply_chat_template(normalized_source(_template(n)), ASK, tools=[FORECAST]).family
                 for n in [*FAMILY_TEMPLATES, *UNFINISHED_BY_SMOLLM2]}
     assert len(families) >= 16  # every specialized family, plus the autoparser
+
+
+def test_a_demanded_call_through_a_template_without_a_tool_call_format_is_refused(engine: LlamaEngine) -> None:
+    """SmolLM2's own template has no tool-call format: "required" and a named function are refused the
+    same way the server and ``llamact chat`` refuse them (chat/tool_format.py), not answered in text,
+    and the message names the library's remedies; "auto" is answered (the tools are dropped)."""
+    for choice in ("required", NAMED):
+        with pytest.raises(LlamaUnsupportedException) as caught:
+            engine.complete_chat(ASK, tools=[FORECAST], tool_choice=choice, params=GREEDY)
+        message = str(caught.value)
+        assert message.startswith("tool_choice ") and "has no tool-call format" in message, message
+        assert 'LlamaEngine.load("qwen2.5-coder-0.5b")' in message and "custom_template" in message
+        assert 'template_path("chatml-tools")' in message
+    _still_usable(engine)
+    assert engine.complete_chat(ASK, tools=[FORECAST], params=GenerationParams(greedy=True, max_tokens=4)).content
+
+
+def test_the_shipped_tool_template_gives_the_default_model_tool_calls(engine: LlamaEngine) -> None:
+    from llamact.chat.tool_format import template_path
+
+    path = template_path("chatml-tools")
+    assert path is not None and template_path("../engine") is None
+    result = engine.chat_template(ASK, tools=[FORECAST], tool_choice="required", custom_template=path.read_text())
+    assert result.grammar   # a tool-call format: the demanded call is constrained
+    reply = engine.complete_chat(ASK, tools=[FORECAST], tool_choice=NAMED, custom_template=path.read_text(),
+                                 params=GenerationParams(greedy=True, max_tokens=160))
+    assert [call.name for call in reply.tool_calls] == ["forecast"]

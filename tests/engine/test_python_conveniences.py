@@ -128,3 +128,9 @@ def test_load_takes_model_params_keywords(smollm2_path):
         assert mixed.n_ctx == 768 and mixed.params.n_threads == 1
     with pytest.raises(LlamaModelException, match="'n_ctxx' is not a ModelParams field; did you mean 'n_ctx'"):
         LlamaEngine.load(smollm2_path, n_ctxx=256)
+
+
+def test_get_metadata_takes_a_key(engine):
+    whole = engine.get_metadata()
+    assert engine.get_metadata("tokenizer.chat_template") == whole["tokenizer.chat_template"]
+    assert engine.get_metadata("no.such.key") is None and engine.get_metadata("no.such.key", "x") == "x"

@@ -25,6 +25,7 @@ from llamact.parity.server_cases import (
     e2e_cases,
 )
 from llamact.parity.server_compare import (
+    DEMANDED_CALL_REFUSED,
     DOUBLE_BRACES,
     NAMED_TOOL_CHOICE,
     QWEN_XML,
@@ -309,6 +310,22 @@ def test_named_tool_choice_where_the_server_failed_or_llamact_refused() -> None:
     # not for other tool choices
     assert compare(CASE, server, refused).kind == "different"
     assert compare(CASE, parse_failed, call_answer()).kind == "different"
+
+
+def test_required_refused_through_a_template_without_a_call_format_is_deviation_15() -> None:
+    """llama-server answers "required" through SmolLM2's own template with text (the tools dropped);
+    llamact refuses it (deviation 15), in both modes. Only that refusal, only "required", and only
+    where the server made no call."""
+    from llamact.errors import LlamaUnsupportedException
+
+    case = E2ECase("r", "smollm2", OWN_TEMPLATE, WEATHER_CALLS, TOOLS, "required")
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    refused = LlamaUnsupportedException("no tool-call format", {"tool_choice": "required", "family": "autoparser"})
+    for compat in (False, True):
+        assert compare(case, server, refused, upstream_compat=compat).deviations == (DEMANDED_CALL_REFUSED,)
+    assert compare(case, server, LlamaUnsupportedException("no", {"tool_choice": "auto"})).kind == "different"
+    assert compare(case, call_answer(), refused).kind == "different"   # the server did call: no excuse
+    assert compare(CASE, server, refused).kind == "different"          # a template with a call format
 
 
 def test_the_row_judges_llamact_errors_as_the_exceptions_raised() -> None:

@@ -83,6 +83,10 @@ def test_each_model_row_reaches_model_params_and_each_sampling_row_the_request_d
     sampling = settings.sampling_defaults()
     assert sampling == {"temperature": 0.25, "seed": 7, "top_k": 5, "mirostat_eta": 0.2}
     assert load_settings({"seed": "-1"}).sampling_defaults() == {"seed": None}   # -1: random, as llama-server
+    # llama.cpp reads the seed with std::stoul into a uint32_t: a negative one wraps (it used to
+    # make every request without a seed a 400, "Xtc.seed=-5")
+    assert load_settings({"seed": "-5"}).sampling_defaults() == {"seed": 4294967291}
+    assert load_settings({"seed": str(2**32 + 3)}).sampling_defaults() == {"seed": 3}
     assert load_settings({"device": "none"}).model_params().devices == ()        # upstream's "none"
 
 

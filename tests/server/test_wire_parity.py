@@ -256,12 +256,15 @@ def _metric_lines(text: bytes) -> list[str]:
 
 def test_metrics_names_equal_llama_server(upstream_defaults: LlamaServer, server: LiveServer) -> None:
     """The same metrics, help texts, types and order (values differ with each server's history);
-    llamact's own two counters come after llama-server's."""
+    llamact's own two counters come after llama-server's, then the inference gateway's gauges
+    (tests/server/test_gateway_metrics.py; the LoRA one only with adapters)."""
     expected = _metric_lines(_get(upstream_defaults.port, "/metrics"))
     got = _metric_lines(_get(server.port, "/metrics", server.headers()))
     assert got[:len(expected)] == expected
     assert [line for line in got[len(expected):] if not line.startswith("#")] == [
-        "llamacpp:requests_total", "llamacpp:requests_cancelled_total"]
+        "llamacpp:requests_total", "llamacpp:requests_cancelled_total", "vllm:num_requests_waiting",
+        "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+        'vllm:cache_config_info{block_size="1",num_gpu_blocks="4096"}']
 
 
 # Templates that refuse a conversation: Gemma 2's goes through the autoparser, which upstream wraps in

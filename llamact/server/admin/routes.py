@@ -3,7 +3,8 @@
 **The server's state.** ``/health`` (503 while the one model loads; a router is healthy once it
 listens), ``/v1/models`` and ``/models`` (the model, or router mode's catalogue in llama-server's
 router shape), ``/props`` (GET: the model's, or the router's own without ``?model=``; POST behind
-``--props``), ``/metrics`` (llama-server's fields and metric names) and the page at ``/``.
+``--props``), ``/metrics`` (llama-server's fields and metric names, then the inference gateway's gauges under
+vLLM's names: ``models.gateway_metrics``) and the page at ``/``.
 
 **Router mode's own routes**, as llama-server's router has them: ``POST /models/load`` and
 ``/models/unload`` (``{"model": NAME}``), and ``GET /models/sse`` (each model's status changes as
@@ -50,6 +51,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from ..http.body import json_body
 from ..http.errors import RequestError, error_response, exception_response
+from ..models.gateway_metrics import GatewayGauges, kv_cells
 from ..models.model_router import ModelEntry, ModelRouter, model_meta
 from ..models.state import STATE_KEY, state_of
 from ..serving.lora import parse_lora_request
@@ -123,9 +125,12 @@ async def metrics(request: Request) -> Response:
     else:
         running, waiting, decodes = worker.n_running, worker.n_waiting, (0, 0, 0)
     speculator = state.engine.speculator
-    return PlainTextResponse(state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
-                                                      speculative=speculator.totals if speculator else None),
-                             media_type="text/plain; version=0.0.4")
+    text = state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
+                                    speculative=speculator.totals if speculator else None)
+    adapters_running, adapters_waiting = state.metrics.adapters.snapshot()
+    gateway = GatewayGauges(waiting, running, *kv_cells(state.engine, scheduler), len(state.loras),
+                            tuple(adapters_running), tuple(adapters_waiting))
+    return PlainTextResponse(text + gateway.prometheus(), media_type="text/plain; version=0.0.4")
 
 
 # -- the page at / ------------------------------------------------------------------------------------

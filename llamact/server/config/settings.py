@@ -22,9 +22,10 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ...chat.tool_format import template_path
 from ...engine import GenerationParams, ModelParams
 from ...engine.speculative.params import speculative_params
 from ...errors import LlamaRequestException
@@ -128,7 +129,8 @@ class ServerSettings(BaseSettings):
     lora_scaled: Strings = option((), "--lora-scaled", metavar="FNAME:SCALE", help="LoRA adapters with a scale")
     # -- chat ---------------------------------------------------------------------------------------
     chat_template_file: Path | None = option(None, "--chat-template-file", metavar="FNAME",
-                                             help="a Jinja chat template to use instead of the model's")
+                                             help="a Jinja chat template to use instead of the model's, or the "
+                                                  "name of one llamact ships: chatml-tools (ChatML with tool calls)")
     chat_template_kwargs: dict[str, Any] = option({}, "--chat-template-kwargs", metavar="JSON",
                                                   help="variables every request's template sees, a JSON object "
                                                        "(a request's own chat_template_kwargs win)")
@@ -310,6 +312,27 @@ class ServerSettings(BaseSettings):
                                                  help="the log's lines: text, or one JSON object each")
     log_prompts: bool = option(False, "--log-prompts", scope=SERVER,
                                help="put each request's messages or prompt in its access line")
+    # -- replicas on a Ray cluster (llamact.serve_ray; README "Scaling out") ---------------------------
+    ray: bool = option(False, "--ray", scope=SERVER,
+                       help="serve replicas of this server with Ray Serve (needs llamact[ray]), on --host/--port")
+    ray_address: str | None = option(None, "--ray-address", scope=SERVER, metavar="ADDRESS",
+                                     help="the Ray cluster to join (default: RAY_ADDRESS, else a new local one)")
+    ray_replicas: int = option(1, "--ray-replicas", scope=SERVER, ge=1, help="replicas, each a model on its slots")
+    ray_autoscaling: dict[str, Any] | None = option(
+        None, "--ray-autoscaling", scope=SERVER, metavar="JSON",
+        help="Ray Serve's autoscaling_config as a JSON object, passed as is (min_replicas, max_replicas, "
+             "target_ongoing_requests, ...); replaces --ray-replicas")
+    ray_max_ongoing_requests: int | None = option(
+        None, "--ray-max-ongoing-requests", scope=SERVER, ge=1,
+        help="requests Ray sends one replica at once (default: twice --parallel)")
+    ray_num_cpus: float | None = option(None, "--ray-num-cpus", scope=SERVER, ge=0,
+                                        help="CPUs Ray reserves for each replica (default: --threads, else 1)")
+    ray_router: Literal["prefix", "pow2"] = option(
+        "prefix", "--ray-router", scope=SERVER,
+        help="prefix: a request goes to the replica that last served its prompt's prefix while that one "
+             "has a free slot, else to the least loaded; pow2: Ray's default (power of two choices)")
+    ray_prefix_block: int = option(16, "--ray-prefix-block", scope=SERVER, ge=1,
+                                   help="tokens per hashed block of a prompt's prefix (the prefix router)")
 
     # -- readers for the values every source gives as text ------------------------------------------
     @field_validator("alias", "device", "rpc", "lora", "lora_scaled", "api_key", "cors_origins", mode="before")
@@ -322,14 +345,23 @@ class ServerSettings(BaseSettings):
     def _floats(cls, value: Any) -> Any:
         return None if value is None else tuple(split_list(value))
 
-    @field_validator("chat_template_kwargs", mode="before")
+    @field_validator("chat_template_kwargs", "ray_autoscaling", mode="before")
     @classmethod
-    def _json_object(cls, value: Any) -> Any:
+    def _json_object(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
             except ValueError as exc:
-                raise ValueError(f"--chat-template-kwargs must be a JSON object: {exc}") from None
+                flag = "--" + str(info.field_name).replace("_", "-")
+                raise ValueError(f"{flag} must be a JSON object: {exc}") from None
+        return value
+
+    @field_validator("chat_template_file", mode="before")
+    @classmethod
+    def _shipped_template(cls, value: Any) -> Any:
+        """A shipped template's name (``chatml-tools``) is its file, unless a file of that name is here."""
+        if isinstance(value, str) and "/" not in value and not Path(value).exists():
+            return template_path(value) or value
         return value
 
     @field_validator("n_gpu_layers", mode="before")
@@ -366,11 +398,20 @@ class ServerSettings(BaseSettings):
         return smollm2_path()
 
     def model_name(self) -> str:
-        """The name answers carry: the first alias, else the model as given (llama-server's
-        ``common_params_model::get_name``: the path as given; the bundled model's path)."""
+        """The name answers and ``/v1/models`` carry: the first alias, else the model as given
+        (llama-server's ``common_params_model::get_name``: the ``-m`` path as given), else -- the
+        bundled model, which llama-server has no counterpart of -- its file name, not its path in
+        site-packages. The log and error messages say ``model_label()``."""
         if self.alias:
             return self.alias[0]
-        return self.model if self.model is not None else str(self.model_path())
+        return self.model if self.model is not None else self.model_path().name
+
+    def model_label(self) -> str:
+        """The model as the log and error messages name it: the first alias, else its file name (an
+        ``hf://`` address's file, a named model's name), never a directory path."""
+        if self.alias:
+            return self.alias[0]
+        return Path(self.model).name if self.model is not None else self.model_path().name
 
     def loras(self) -> list[tuple[str, float]]:
         """(adapter as given, scale): ``--lora`` ones first (scale 1), then ``--lora-scaled``."""
@@ -399,11 +440,14 @@ class ServerSettings(BaseSettings):
                            loras=tuple(self.loras()), speculative=speculative_params(self.model_dump()))
 
     def sampling_defaults(self) -> dict[str, Any]:
-        """The ``GenerationParams`` defaults set by ``sampling=`` rows (a seed of -1 is random)."""
+        """The ``GenerationParams`` defaults set by ``sampling=`` rows. The seed is llama.cpp's
+        ``uint32_t`` read by ``std::stoul``: ``--seed -5`` is 4294967291 there, and -1 (4294967295,
+        ``LLAMA_DEFAULT_SEED``) is a fresh random seed per request."""
         out = {row.sampling: getattr(self, name) for name, row in rows(type(self)).items()
                if row.sampling is not None and getattr(self, name) is not None}
-        if out.get("seed") == -1:
-            out["seed"] = None
+        if "seed" in out:
+            seed = out["seed"] & 0xFFFFFFFF
+            out["seed"] = None if seed == 0xFFFFFFFF else seed
         return out
 
 

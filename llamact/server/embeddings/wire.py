@@ -38,7 +38,9 @@ Prompt = str | list[str | int]   # text, or text and token ids in order
 __all__ = ["EmbeddingCall", "RerankCall", "check_tokens", "native_embeddings", "normalized", "oai_embeddings",
            "prompt_tokens", "read_embeddings", "read_rerank", "rerank_body"]
 
-NO_EMBEDDINGS_OAI = "Pooling type 'none' is not OAI compatible. Please use a different pooling type"
+# llama-server's words, and what to do (docs/design.md deviation 14): the model names no pooling, or --pooling none
+NO_EMBEDDINGS_OAI = ("Pooling type 'none' is not OAI compatible. Please use a different pooling type: start the server "
+                     "with --pooling mean (or cls / last) for one vector per input")
 NO_RERANKING = "This server does not support reranking. Start it with `--reranking`"
 EMPTY_INPUT = "Input content cannot be empty"
 _ELEMENTS = ('"prompt" elements must be a string, a list of tokens, a JSON object containing a prompt string, '

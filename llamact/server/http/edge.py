@@ -15,6 +15,7 @@
   the full path and so asks a key for ``/prefix/health``).
 * **Prefix.** ``--api-prefix /llama`` serves every route under ``/llama`` (``/llama/v1/models``, the
   page at ``/llama/``); other paths are 404.
+* **HEAD** is answered as GET without the body (llama-server's library does so for every GET route).
 * **CORS.** None by default: a page on another origin cannot call the server (llama-server's default
   is every origin, with credentials: the warning it prints since its PR 25655). ``--cors-origins``
   lists the origins allowed (``https://app.example``), ``*`` allows any (without credentials: keys
@@ -36,7 +37,7 @@ from ...errors import LlamaRequestException
 from ..config.settings import ServerSettings, read_text_file
 from .errors import error_response
 
-__all__ = ["PUBLIC_PATHS", "KeyGuard", "Prefix", "api_keys", "cors_middleware", "key_matches"]
+__all__ = ["PUBLIC_PATHS", "HeadAsGet", "KeyGuard", "Prefix", "api_keys", "cors_middleware", "key_matches"]
 
 PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/"})
 _LOCALHOST = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
@@ -104,6 +105,28 @@ class Prefix:
             return
         scope = dict(scope, path=path[len(self.prefix):], root_path=scope.get("root_path", "") + self.prefix)
         await self.app(scope, receive, send)
+
+
+class HeadAsGet:
+    """ASGI middleware: ``HEAD`` answered as ``GET`` without its body, as llama-server's HTTP library
+    does for every GET route (uptime checks and load balancers probe ``/`` and ``/health`` so)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app(dict(scope, method="GET"), receive, headers_only)
 
 
 def cors_middleware(settings: ServerSettings) -> tuple[type, dict[str, Any]] | None:

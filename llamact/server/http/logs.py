@@ -8,8 +8,9 @@ line (``{"time", "level", "event", "message", ...fields}``), on stderr.
 
 The access line holds the method, the path, the status, the model, the prompt / completion / cached
 tokens (those the route recorded: generation routes), the seconds from the request's arrival to its
-response's end (a stream's last event), and the client's address; never a prompt or message unless
-``--log-prompts``. ``/health`` probes are not logged (llama-server leaves them out too).
+response's end (a stream's last event), and the client's address; for an error answer (4xx, 5xx)
+its cause, the error's message; never a prompt or message unless ``--log-prompts``. ``/health``
+probes are not logged (llama-server leaves them out too).
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ BODY_KEY = "llamact.body"     # its parsed JSON body, once read (http/body.py)
 _USAGE: ContextVar[dict[str, int] | None] = ContextVar("llamact_usage", default=None)
 _QUIET_PATHS = frozenset({"/health", "/v1/health"})
 _PROMPT_FIELDS = ("messages", "prompt", "input", "system", "content", "input_prefix", "input_suffix")
+_ERROR_BODY_MAX = 16384   # the most of an error answer read for its message (error bodies are small)
+
+
+def error_cause(body: bytes) -> str | None:
+    """The message of an error answer's JSON (``{"error": {"message": ...}}``), else None."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return None
+    message = error.get("message") if isinstance(error, dict) else error
+    return message if isinstance(message, str) and message else None
 
 
 def note_usage(n_prompt: int, n_completion: int, n_cached: int) -> None:
@@ -96,7 +108,7 @@ class ServerLog:
                           source=entry.spec.source, aliases=list(entry.spec.aliases))
         else:
             entry = models.only
-            self.info(f"model {entry.name}: loading {entry.settings.model or 'the bundled SmolLM2'}",
+            self.info(f"model {entry.label}: loading {entry.settings.model or 'the bundled SmolLM2'}",
                       event="model_loading", model=entry.name)
         keys = bool(settings.api_key or settings.api_key_file)
         if not keys and settings.host not in ("127.0.0.1", "localhost", "::1"):
@@ -116,7 +128,7 @@ class ServerLog:
         from ..._build import build_info
 
         engine, settings = state.engine, state.settings
-        name = state.model_name
+        name = state.label
         params = engine.params
         threads = params.n_threads or min(4, os.cpu_count() or 1)
         named = f" (also {', '.join(aliases)})" if aliases else ""
@@ -169,18 +181,23 @@ class AccessLog:
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
         token = _USAGE.set(usage)
         status = [0]
+        error_body = bytearray()
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+            elif status[0] >= 400 and message["type"] == "http.response.body" and len(error_body) < _ERROR_BODY_MAX:
+                error_body.extend(message.get("body", b"")[:_ERROR_BODY_MAX])
             await send(message)
         try:
             await self.app(scope, receive, sending)
         finally:
             _USAGE.reset(token)
-            self._line(scope, status[0], usage, time.monotonic() - began)
+            cause = error_cause(bytes(error_body)) if error_body else None
+            cause = cause if cause is None or len(cause) <= 400 else cause[:400] + "..."
+            self._line(scope, status[0], usage, time.monotonic() - began, cause)
 
-    def _line(self, scope: Any, status: int, usage: dict[str, int], seconds: float) -> None:
+    def _line(self, scope: Any, status: int, usage: dict[str, int], seconds: float, cause: str | None = None) -> None:
         client = scope.get("client")
         address = f"{client[0]}:{client[1]}" if client else "-"
         path = scope.get("root_path", "") + scope["path"]
@@ -190,7 +207,10 @@ class AccessLog:
         text = (f'{address} "{scope["method"]} {path}" {status} {seconds:.3f}s'
                 + (f" model={model}" if model else "")
                 + (" prompt={prompt_tokens} completion={completion_tokens} cached={cached_tokens}".format(**usage)
-                   if any(usage.values()) else ""))
+                   if any(usage.values()) else "")
+                + (f": {cause}" if cause else ""))
+        if cause:
+            fields["error"] = cause
         if self.log_prompts:
             body = scope.get(BODY_KEY)
             shown = {k: body[k] for k in _PROMPT_FIELDS if k in body} if isinstance(body, dict) else None

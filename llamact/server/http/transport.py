@@ -2,6 +2,7 @@
 client that stops reading an answer is dropped after ``--timeout`` seconds of a full write buffer.
 
     uvicorn.Config(app, http=request_timeout_protocol(600.0), ...)
+    sock = listening_socket(host, port)     # bound before any model loads: a busy port is said first
 
 uvicorn bounds only the idle time after a response (``timeout_keep_alive``, 5 s as llama-server's
 keep-alive); a connection that sends nothing, half its headers, or a body byte by byte would stay
@@ -18,12 +19,36 @@ any client that goes away -- before, such a client held its slot until it discon
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["request_timeout_protocol"]
+from ...errors import LlamaException
+
+__all__ = ["listening_socket", "request_timeout_protocol"]
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now (uvicorn would bind it after its start-up, so after the model
+    had begun loading): an address in use or not available is a ``LlamaException`` saying what to do."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as exc:
+        raise LlamaException(f"cannot listen on {host}:{port}: {exc} (--host)") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn: a port in TIME_WAIT is free
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = (" -- another process is listening there (another llamact serve?): stop it, or choose another "
+                "port with --port" if exc.errno == errno.EADDRINUSE else " (--host, --port)")
+        raise LlamaException(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def request_timeout_protocol(timeout: float) -> type[H11Protocol]:

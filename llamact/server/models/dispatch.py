@@ -81,7 +81,7 @@ class Dispatch:
         except RequestError as exc:
             await exception_response(exc)(scope, receive, send)
             return
-        scope[STATE_KEY], scope[MODEL_KEY] = state, entry.name
+        scope[STATE_KEY], scope[MODEL_KEY] = state, entry.label
         try:
             await self.app(scope, receive, send)
         finally:
@@ -89,7 +89,7 @@ class Dispatch:
 
     async def _one_model(self, scope: Any, receive: Any, send: Any) -> None:
         entry = self.router.only
-        scope[MODEL_KEY] = entry.name
+        scope[MODEL_KEY] = entry.label
         if entry.state is None or not entry.state.loaded:
             if scope["path"] in _ALWAYS_ANSWERED:
                 await self.app(scope, receive, send)

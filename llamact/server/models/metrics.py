@@ -6,6 +6,7 @@ import threading
 
 from ...engine.speculative import SpecTotals
 from ..http.logs import note_usage
+from .gateway_metrics import AdapterUse
 
 __all__ = ["Metrics"]
 
@@ -24,6 +25,7 @@ class Metrics:
         self.predicted_seconds = 0.0
         self.requests = 0
         self._bucket = [0, 0.0, 0, 0.0]   # prompt tokens, seconds, predicted tokens, seconds since the last read
+        self.adapters = AdapterUse()      # the LoRA adapters of the open requests (the gateway's gauges)
 
     def record(self, n_prompt: int, prompt_ms: float, n_predicted: int, predicted_ms: float, n_cached: int = 0) -> None:
         note_usage(n_prompt, n_predicted, n_cached)   # the request's access line

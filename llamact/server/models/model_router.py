@@ -49,6 +49,8 @@ class ModelEntry:
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
         self.name = spec.name
+        # the log's name for it: router mode's entry name, else the alias or file name (not a path)
+        self.label = spec.settings.model_label() if spec.source == "cli" else spec.name
         self.state: ServerState | None = None
         self.status = UNLOADED
         self.in_flight = 0          # requests holding it (streams included)
@@ -89,6 +91,7 @@ class ModelRouter:
         self.started = time.time()
         self.stopping = False
         self.on_load_error: Any = None   # outside router mode, `llamact serve` stops when its model fails
+        self.on_ready: Any = None        # ... and says where it listens once its model has loaded
 
     # -- finding ------------------------------------------------------------------------------------
     def find(self, name: str) -> ModelEntry | None:
@@ -115,7 +118,7 @@ class ModelRouter:
                         entry.last_used = time.monotonic()
                         return entry.state
                     if entry.failures > failures:
-                        raise RequestError(f"model '{entry.name}' failed to load: {entry.error}", status=503)
+                        raise RequestError(f"model '{entry.label}' failed to load: {entry.error}", status=503)
                     if self.stopping:
                         raise RequestError("the server is shutting down", status=503)
                     if entry.status == UNLOADED and not entry.draining:
@@ -154,12 +157,12 @@ class ModelRouter:
         idle = [e for e in candidates if e.in_flight == 0]
         victim = min(idle or candidates, key=lambda e: e.last_used)
         if idle:
-            self.log.info(f"model {victim.name}: unloading (least recently used) to load {wanted.name} "
+            self.log.info(f"model {victim.label}: unloading (least recently used) to load {wanted.label} "
                           f"(--models-max {self.settings.models_max})", model=victim.name, event="evict")
             self._start(victim, UNLOADING, self._unload(victim))
         else:
-            self.log.info(f"model {victim.name}: draining (its {victim.in_flight} requests finish first) to "
-                          f"load {wanted.name}", model=victim.name, event="drain")
+            self.log.info(f"model {victim.label}: draining (its {victim.in_flight} requests finish first) to "
+                          f"load {wanted.label}", model=victim.name, event="drain")
             victim.draining = True
 
     # -- loading and unloading ----------------------------------------------------------------------
@@ -180,10 +183,12 @@ class ModelRouter:
                 others = sum(e.state.engine.params.n_threads or 4 for e in self.loaded() if e is not entry
                              and e.state is not None)
                 self.log.model_loaded(state, time.monotonic() - began, entry.spec.aliases, others)
+                if not self.routing and self.on_ready is not None:
+                    self.on_ready()
             else:
                 entry.status, entry.error = UNLOADED, state.load_error
                 entry.failures += 1
-                self.log.error(f"model {entry.name}: loading failed: {state.load_error}", model=entry.name,
+                self.log.error(f"model {entry.label}: loading failed: {state.load_error}", model=entry.name,
                                event="load_failed")
                 if not self.routing and self.on_load_error is not None:
                     self.on_load_error()
@@ -196,7 +201,7 @@ class ModelRouter:
             await asyncio.to_thread(state.close)
         async with self._changed:
             entry.status, entry.draining = UNLOADED, False
-            self.log.info(f"model {entry.name}: unloaded", model=entry.name, event="unloaded")
+            self.log.info(f"model {entry.label}: unloaded", model=entry.name, event="unloaded")
             self._publish(entry)
             self._changed.notify_all()
 
@@ -303,7 +308,7 @@ class ModelRouter:
         for thread in threads:
             thread.join(timeout + 1.0)
         for entry, ok in zip(held, results, strict=True):
-            self.log.info(f"model {entry.name}: closed" if ok else f"model {entry.name}: left unfreed (a request "
+            self.log.info(f"model {entry.label}: closed" if ok else f"model {entry.label}: left unfreed (a request "
                           "is still in native code)", model=entry.name, event="closed")
         return all(results)
 

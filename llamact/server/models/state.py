@@ -22,8 +22,9 @@ from typing import Any
 from fastapi import Request
 
 from ...chat import ChatTemplates, supports_enable_thinking
-from ...engine import ChatBackend, LitertEngine, LlamaEngine
+from ...engine import LitertEngine, LlamaEngine
 from ...engine.batched import BatchScheduler
+from ...engine.chat_calls import takes_tools
 from ...errors import LlamaException
 from ...grammar.limits import set_default_limits
 from ..config.settings import ServerSettings
@@ -41,9 +42,6 @@ log = logging.getLogger("llamact.server")
 __all__ = ["STATE_KEY", "ServerState", "state_of"]
 
 STATE_KEY = "llamact.state"   # the request scope's entry holding its model's ServerState
-_PROBE_TOOL = {"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}
-
-
 class ServerState:
     """See the module docstring."""
 
@@ -62,6 +60,8 @@ class ServerState:
         self.loras: list[list[Any]] = [[str(path), f32(scale)] for path, scale in settings.loras()]
         # the name answers carry: the router's entry, else the first --alias, else the model as given
         self.model_name = name or settings.model_name()
+        # the name the log and error messages say: the router's entry, else settings.model_label()
+        self.label = settings.model_label() if self.model_name == settings.model_name() else self.model_name
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
         self.warned_tools = False             # the log has said that it does not
@@ -103,7 +103,7 @@ class ServerState:
                 speculative_types=(engine.speculator.params.types_name() if engine.speculator else "none"),
             )
             self.slot_tasks.speculative_types = self.defaults.speculative_types
-            self.tools_supported = _template_takes_tools(engine)
+            self.tools_supported = takes_tools(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 assert isinstance(engine, LlamaEngine)   # (a LiteRT-LM model refuses n_seq_max > 1 at load)
@@ -114,7 +114,7 @@ class ServerState:
                 self._worker = EngineWorker(engine, abort=engine.cancel)
             self._engine = engine
         except Exception as exc:   # reported by /health; `llamact serve` then stops (exit_on_load_error)
-            log.error("loading the model failed: %s", exc)
+            log.debug("loading the model failed: %s", exc, exc_info=True)   # the server log says it once
             self.load_error = str(exc)
             if self.on_load_error is not None:
                 self.on_load_error()
@@ -156,17 +156,6 @@ def _template_thinks(templates: ChatTemplates) -> bool:
     except LlamaException as exc:   # upstream refuses to start; here the requests report the template
         log.warning("the chat template fails on a one-message conversation (%s); thinking is off by default", exc)
         return False
-
-
-def _template_takes_tools(engine: ChatBackend) -> bool:
-    """Whether a request's tools reach the model as something it can call: the template renders a
-    tool-call format (a grammar for it). Templates without one render the conversation and drop the
-    tools (SmolLM2's, Gemma 3's)."""
-    try:
-        result = engine.chat_template([{"role": "user", "content": "Hi"}], tools=[_PROBE_TOOL], tool_choice="auto")
-    except LlamaException:   # the template fails on tools: requests with tools will say how
-        return True
-    return bool(result.grammar)
 
 
 def state_of(request: Request) -> ServerState:

@@ -15,11 +15,14 @@ show them; ``upstream_compat`` streams only: the default stream's last deltas ar
 the streamed reasoning item has no status, no ``sequence_number``, and no ``[DONE]`` after the last
 event.
 
-One addition (docs/design.md, the Responses route): every event about an output item carries its
+Two additions (docs/design.md, the Responses route): every event about an output item carries its
 ``output_index`` (the item's place in the output, in the order the items were added) and every
 event about a part its ``content_index`` (0: one part an item). OpenAI's events have both and
 llama-server's have neither; the OpenAI SDK's own stream helper (``client.responses.stream``)
-places each delta by them and fails without them.
+places each delta by them and fails without them. And ``response.created`` / ``response.in_progress``
+carry ``created_at``, ``model`` and ``output: []`` beside upstream's ``id``, ``object`` and
+``status``: the openai 2.x SDK's helper (which openai-agents' Responses model used before 3.x)
+appends to that ``output`` and fails on its absence (``'NoneType' object has no attribute 'append'``).
 """
 
 from __future__ import annotations
@@ -47,13 +50,17 @@ class ResponseEvents:
         self._text = False         # the message item and its part were added
         self._call_id = ""         # the call whose arguments stream now
         self._indices: dict[str, int] = {}   # output_index of each item, by id, in the order added
+        self.created = int(time.time())
 
     def _at(self, item_id: str) -> int:
         """The item's ``output_index`` (the next one for an item not seen yet)."""
         return self._indices.setdefault(item_id, len(self._indices))
 
     def _status(self, name: str) -> Json:
-        return _event(name, response={"id": self.ids.response, "object": "response", "status": "in_progress"})
+        # created_at, model and an empty output beside upstream's three keys: the openai 2.x SDK's stream
+        # helper appends each added item to the created response's output (None without it)
+        return _event(name, response={"id": self.ids.response, "object": "response", "created_at": self.created,
+                                      "status": "in_progress", "model": self.model, "output": []})
 
     def of(self, chunk: Any, message: Any) -> list[Json]:
         """The events of ``chunk``; ``message`` is the stream's message (read on the last chunk)."""
@@ -118,7 +125,7 @@ class ResponseEvents:
             out.append(_event("response.output_item.done", item=item, output_index=self._at(item["id"])))
             output.append(item)
         completed = _event("response.completed", response={
-            "id": self.ids.response, "object": "response", "created_at": int(time.time()), "status": "completed",
+            "id": self.ids.response, "object": "response", "created_at": self.created, "status": "completed",
             "model": self.model, "output": output, "usage": usage_json(chunk.usage)})
         if chunk.timings is not None:
             completed["data"]["timings"] = chunk.timings.to_openai()

@@ -23,6 +23,7 @@ from ...engine.chat_completion import ChatStream
 from ...json_types import Json
 from ..http.errors import exception_response
 from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
+from ..models.gateway_metrics import adapter_names
 from ..models.state import state_of
 from ..wire.request import ChatCall, refuse_unenforced_schema
 from .lora import ensure_scales, request_scales
@@ -59,6 +60,7 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))
+    state.metrics.adapters.note(job, adapter_names(loras, scales))
     if not call.stream:
         try:
             completion = await run_to_end(job, request)

@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from ...json_types import Json
 from ..http.errors import RequestError, exception_response
 from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to_end
+from ..models.gateway_metrics import adapter_names
 from ..models.state import ServerState
 from ..runners.job import Job
 from ..wire.prompts import check_prompt, prompt_tokens
@@ -60,7 +61,9 @@ class PromptRun:
         return stream
 
     def start(self) -> Job:
-        return self.state.worker.submit(self._begin)
+        job = self.state.worker.submit(self._begin)
+        self.state.metrics.adapters.note(job, adapter_names(self.state.loras, self.scales))
+        return job
 
     def record(self, last: Any) -> None:
         """The prompt's counts in ``/metrics``."""
