@@ -62,6 +62,20 @@ def test_the_reply_is_calls_alone_and_ends_with_them() -> None:
     assert acceptor.is_viable_prefix(gen + CALL + "\n<tool_call>")   # a second call stays possible
 
 
+def test_a_thought_the_generation_prompt_opens_stays_admitted_without_reasoning_extraction() -> None:
+    """DeepSeek R1's generation prompt opens a thought ("<think>\n"). With reasoning_format "none" the
+    thought is content to upstream's parser, and a grammar with the content taken out admitted no
+    generation prompt: every such request failed (the server_e2e case llama-cpp-deepseek-r1/
+    reasoning-none). The grammar comes from the "deepseek" parse, as deviation 9's does."""
+    for reasoning in ("none", "deepseek"):
+        ours = _required("llama-cpp-deepseek-r1", reasoning_format=reasoning)
+        theirs = _required("llama-cpp-deepseek-r1", upstream=True, reasoning_format=reasoning)
+        assert ours.generation_prompt.endswith("<think>\n") and ours.grammar != theirs.grammar
+        acceptor = _acceptor(ours.grammar)
+        assert acceptor.is_viable_prefix(ours.generation_prompt + "The user asks about Paris."), reasoning
+        assert ours.prompt == theirs.prompt and ours.parser == theirs.parser   # the parser stays upstream's
+
+
 def test_only_the_grammar_differs_from_upstreams() -> None:
     ours, theirs = _required("Qwen-Qwen2.5-7B-Instruct"), _required("Qwen-Qwen2.5-7B-Instruct", upstream=True)
     different = {f.name for f in fields(ChatTemplateResult) if getattr(ours, f.name) != getattr(theirs, f.name)}

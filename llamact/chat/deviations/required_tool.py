@@ -16,7 +16,9 @@ with newlines: the reply is cut short, and the calls it wrote are withheld (devi
   (one or more where its parser reads several); whitespace stays between calls only, so the grammar
   is complete, and llama.cpp allows only an end token, where a call ends;
 * not lazy and without triggers (upstream's ``"required"`` grammars are not lazy either), prefilled
-  with the generation prompt, which the grammar begins with.
+  with the generation prompt, which the grammar begins with;
+* with ``reasoning_format="none"`` the grammar is derived from the ``"deepseek"`` parse, as deviation 9
+  does, so that a thought the generation prompt opens stays admitted (the parser is still upstream's).
 
 Where the parser has no tool-call path (a template without a tool-call format, ``force_pure_content``)
 and when the request continues the final message, the result is upstream's. ``upstream_compat``
@@ -43,7 +45,16 @@ def apply_required_calls(templates: ChatTemplates, inputs: ChatTemplateInputs) -
     result = upstream_apply(templates, inputs)
     if result.parser is None or not result.grammar or inputs.continue_final_message != CONTINUATION_NONE:
         return result
-    grammar = call_only_grammar(result.parser, one_call=False)
+    parser = result.parser
+    if inputs.reasoning_format == "none":
+        # as deviation 9: the grammar comes from a parse that keeps a thought apart from content (with
+        # "none" the thought is content, and content is taken out: the generation prompt's "<think>" would
+        # not be admitted); the parser stays upstream's, which returns the thought in content
+        thought = upstream_apply(templates, replace(inputs, reasoning_format="deepseek"))
+        if thought.parser is None or thought.generation_prompt != result.generation_prompt:
+            return result
+        parser = thought.parser
+    grammar = call_only_grammar(parser, one_call=False)
     if grammar is None:
         return result
     return replace(result, grammar=grammar, grammar_lazy=False, grammar_triggers=())
