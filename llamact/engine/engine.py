@@ -6,7 +6,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast, overload
@@ -49,7 +49,7 @@ from .media import MediaPolicy, MediaPrompt, media_bytes
 from .params import GenerationParams, ModelParams, with_logprobs, with_model_keywords, with_sampling_keywords
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
-from .sampling import sampler_specs
+from .sampling import sampler_specs, within_context
 from .slot_state import checked_slot_tokens, pack_tokens, refuse_media
 from .speculative import Speculator
 from .speculative.setup import make_speculator
@@ -350,7 +350,7 @@ class LlamaEngine:
         ``media`` is a prompt with images or audio (what ``prepare_chat()`` makes of a request's media;
         ``prompt`` is then its keys): the stream frees it when it ends.
         """
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx)
         try:
             top_logprobs = _top_logprobs(params)
             tokens = media.keys if media is not None else self._prompt_tokens(prompt)
@@ -448,6 +448,22 @@ class LlamaEngine:
             for adapter, _scale in entries:
                 adapter.close()
 
+    def _adapters_for(self, scales: Mapping[str | os.PathLike[str], float] | None
+                      ) -> tuple[tuple[LoraAdapter, float], ...]:
+        """The loaded adapters with a non-zero scale for a request asking for ``scales`` (path ->
+        scale; None: the scales applied now). An adapter not loaded (``set_lora``) raises."""
+        if scales is None:
+            return tuple((adapter, scale) for adapter, scale in self._loras.values() if scale != 0)
+        out = []
+        for path, scale in scales.items():
+            entry = self._loras.get(Path(path).resolve())
+            if entry is None:
+                raise LlamaArgumentException(f"no LoRA adapter {path} is loaded: set_lora({str(path)!r}, 0) loads it",
+                                              {"path": str(path)})
+            if scale != 0:
+                out.append((entry[0], float(scale)))
+        return tuple(out)
+
     def _apply_loras(self) -> None:
         self.context.set_loras(list(self._loras.values()))
         self._prompt_cache.clear()
@@ -488,7 +504,7 @@ class LlamaEngine:
         returns the number of tokens saved."""
         with self._reserved():
             tokens = self._prompt_cache.tokens
-            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True)
+            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True, checksum=False)
             return len(tokens)
 
     def restore_slot(self, path: str | os.PathLike[str]) -> int:
@@ -654,7 +670,7 @@ class LlamaEngine:
         generation settings and the sampler. The caller owns the sampler: it closes it with the
         generation, or ``prepared.close()`` when it does not generate."""
         check_chat_params(params)
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx)
         params = with_logprobs(params, request.logprobs, request.top_logprobs)
         if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
             refuse_unenforced(request.inputs.json_schema,

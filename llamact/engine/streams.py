@@ -58,6 +58,7 @@ class GenerationStream:
                  abort: Callable[[], None] | None = None) -> None:
         self._chunks = chunks
         self.n_cached = n_cached  # prompt tokens reused from the KV cache, not evaluated again
+        self.n_decoded = 0        # chunks so far (one per generated token): what a server's /slots shows
         self._release: Callable[[], None] | None = release
         self._abort = abort
 
@@ -68,7 +69,9 @@ class GenerationStream:
         if self._release is None:
             raise StopIteration
         try:
-            return next(self._chunks)
+            chunk = next(self._chunks)
+            self.n_decoded += 1
+            return chunk
         except BaseException:
             self.close()
             raise

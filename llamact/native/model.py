@@ -14,7 +14,7 @@ from typing import Any, SupportsIndex
 
 from ..errors import LlamaArgumentException, LlamaInferenceException, LlamaModelException
 from . import llama_h, log, rpc
-from ._handle import NativeHandle
+from ._handle import SharedHandle
 from ._library import native
 from .devices import DeviceList, devices_named, local_default_devices
 from .shim import ErrorBuffer
@@ -153,7 +153,7 @@ def _placement(options: ModelLoadOptions, max_devices: int) -> _Placement:
     return _Placement(int(split_mode), devices, tensor_split)
 
 
-class Model(NativeHandle):
+class Model(SharedHandle):
     """A loaded model. Free with ``close()`` or a ``with`` block; closing also closes its contexts."""
 
     _kind = "model"

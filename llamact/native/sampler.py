@@ -285,10 +285,11 @@ class Dry(SamplerSpec):
             _text(self, "seq_breakers", breaker)
 
     def build(self, lib: Any, vocab: int) -> int:
-        raw = [_text(self, "seq_breakers", s) for s in self.seq_breakers]
+        # each breaker costs llama.cpp a scan of the vocabulary; a repeated one adds nothing it matches
+        raw = [_text(self, "seq_breakers", s) for s in dict.fromkeys(self.seq_breakers)]
         arr = (ctypes.c_char_p * len(raw))(*raw)
         return lib.llama_sampler_init_dry(
-            vocab, self.multiplier, self.base, self.allowed_length, self.penalty_last_n, arr, len(self.seq_breakers)
+            vocab, self.multiplier, self.base, self.allowed_length, self.penalty_last_n, arr, len(raw)
         )
 
 

@@ -299,3 +299,24 @@ def test_a_seed_outside_uint32_is_reported_as_llama_server_keeps_it(odd_seed: Pa
 
     expected = seed(odd_seed.up.port)
     assert seed(odd_seed.ours.port) == expected != -5
+
+
+@pytest.fixture(scope="module")
+def four_slots(smollm2_path: Path) -> Iterator[Pair]:
+    with Pair(smollm2_path, None, ("--parallel", "4")) as pair:
+        yield pair
+
+
+# id_slot as a request gives it: an id (taken modulo the slots, as an unsigned size), a number cast
+# as C++ casts it, a boolean read as 0 / 1 (nlohmann's get<int>)
+ID_SLOTS: list[Any] = [2, 3, 6, -3, 2.7, True]
+
+
+@pytest.mark.parametrize("id_slot", ID_SLOTS, ids=[repr(v) for v in ID_SLOTS])
+def test_id_slot_runs_where_llama_server_runs_it(four_slots: Pair, id_slot: Any) -> None:
+    """Issue 46: ``id_slot`` was ignored and every answer said 0; llama-server runs the request in
+    that slot and reports it, so a client saving ``/slots/{id_slot}`` afterwards saves its own."""
+    body = {**RAW, "id_slot": id_slot, "n_predict": 2}
+    (up_status, up_body), (status, got) = four_slots.both("POST", "/completion", body)
+    assert up_status == status == 200
+    assert got["id_slot"] == up_body["id_slot"], (id_slot, up_body["id_slot"], got["id_slot"])

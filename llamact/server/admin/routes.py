@@ -99,10 +99,14 @@ async def props(request: Request) -> Response:
         return JSONResponse(router_props(settings.models_max, settings.models_autoload))
     state = state_of(request)
     settings = state.settings
-    return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(state.model_file),
-                                   n_slots=settings.parallel, n_predict=settings.n_predict,
-                                   endpoint_slots=settings.slots, endpoint_props=settings.props,
-                                   sampling=settings.sampling_defaults(), tools_supported=state.tools_supported))
+    try:
+        return JSONResponse(props_body(state.engine, model_alias=state.model_name, model_path=str(state.model_file),
+                                       n_slots=settings.parallel, n_predict=settings.n_predict,
+                                       endpoint_slots=settings.slots, endpoint_props=settings.props,
+                                       sampling=settings.sampling_defaults(), tools_supported=state.tools_supported,
+                                       template_family=state.template_family))
+    except Exception as exc:   # a JSON error, never a bare 500
+        return exception_response(exc)
 
 
 @router.post("/props")
@@ -119,11 +123,13 @@ async def post_props(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     state = state_of(request)
     worker, scheduler = state.worker, state.scheduler
+    # processing: on a slot, or being prepared for one (a long set-up is work in progress)
+    running = worker.n_running
     if scheduler is not None:
-        running, waiting = scheduler.n_active, scheduler.n_waiting + worker.n_waiting
+        waiting = scheduler.n_waiting + worker.n_waiting
         decodes = (scheduler.n_decodes, scheduler.n_busy_slots, scheduler.n_tokens_max)
     else:
-        running, waiting, decodes = worker.n_running, worker.n_waiting, (0, 0, 0)
+        waiting, decodes = worker.n_waiting, (0, 0, 0)
     speculator = state.engine.speculator
     text = state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
                                     speculative=speculator.totals if speculator else None)

@@ -49,9 +49,10 @@ def router_props(models_max: int, autoload: bool) -> dict[str, Any]:
 
 def props_body(engine: LlamaEngine | LitertEngine, *, model_alias: str, model_path: str, n_slots: int,
                n_predict: int, endpoint_slots: bool = True, endpoint_props: bool = False,
-               sampling: Mapping[str, Any] | None = None, tools_supported: bool = True) -> dict[str, Any]:
+               sampling: Mapping[str, Any] | None = None, tools_supported: bool = True,
+               template_family: str | None = None) -> dict[str, Any]:
     """The /props object for a loaded engine serving ``n_slots`` slots; ``sampling``: the server's
-    GenerationParams defaults."""
+    GenerationParams defaults; ``template_family``: asked at load (nothing here renders the template)."""
     templates = engine.templates()
     body: dict[str, Any] = {
         "default_generation_settings": {"params": task_params_json(GenerationParams(**(sampling or {})),
@@ -77,7 +78,7 @@ def props_body(engine: LlamaEngine | LitertEngine, *, model_alias: str, model_pa
         "build_info": system_fingerprint(),
         "is_sleeping": False,
         "cors_proxy_enabled": False,
-        "chat_template_family": engine.chat_template([{"role": "user", "content": "Hello"}]).family,
+        "chat_template_family": template_family,
         "llamact": _loaded_with(engine, tools_supported),
     }
     if templates.tool_use is not None:

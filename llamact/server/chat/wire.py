@@ -36,7 +36,7 @@ from ...errors import LlamaException, LlamaRequestException
 from ...json_types import Json
 from ..http.errors import RequestError
 from ..wire.fields import read_bool
-from ..wire.request import ChatCall, RequestDefaults, check_grammar, generation_params
+from ..wire.request import ChatCall, RequestDefaults, check_grammar, generation_params, read_id_slot
 
 __all__ = ["MEDIA_REFUSALS", "check_messages", "read_chat"]
 
@@ -228,4 +228,5 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
         check_grammar(options["grammar"])
     options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     params = generation_params(body, defaults)
-    return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
+    return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body),
+                    read_id_slot(body))

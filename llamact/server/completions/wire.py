@@ -34,7 +34,7 @@ from ...json_types import Json
 from ..http.errors import RequestError
 from ..wire.logprobs import released_entry, without_stop_entries
 from ..wire.prompts import Prompt, read_prompts
-from ..wire.request import LENIENT_REMEDY, RequestDefaults, check_grammar, generation_params
+from ..wire.request import LENIENT_REMEDY, RequestDefaults, check_grammar, generation_params, read_id_slot
 
 __all__ = ["CompletionBody", "CompletionCall", "completion_usage", "merged", "read_completion"]
 
@@ -51,6 +51,7 @@ class CompletionCall:
     return_tokens: bool = False
     timings_per_token: bool = False
     n_probs: int = 0
+    id_slot: int = -1           # the slot it asks for (-1: any)
 
 
 def _flag(body: Json, name: str) -> bool:
@@ -76,7 +77,8 @@ def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
     params = generation_params(body, defaults)
     params = replace(params, grammar=_raw_grammar(body, defaults))
     return CompletionCall(prompts, params, _flag(body, "stream"), body, _flag(body, "return_tokens"),
-                          _flag(body, "timings_per_token"), params.top_logprobs if params.logprobs else 0)
+                          _flag(body, "timings_per_token"), params.top_logprobs if params.logprobs else 0,
+                          read_id_slot(body))
 
 
 def _raw_grammar(body: Json, defaults: RequestDefaults) -> str | None:

@@ -284,6 +284,9 @@ class ServerSettings(BaseSettings):
                                  help="deepest JSON nesting of a body (400 above)")
     max_tokenize_tokens: int = option(1 << 20, "--max-tokenize-tokens", scope=SERVER, ge=1,
                                       help="most tokens /tokenize answers and /detokenize takes (400 above)")
+    max_dry_breakers: int = option(16, "--max-dry-breakers", scope=SERVER, ge=0, le=4096,
+                                   help="most DRY sequence breakers a request may give with DRY on (400 above): "
+                                        "each costs a scan of the whole vocabulary before the request starts")
     timeout: float = option(600.0, "-to", "--timeout", scope=SERVER, gt=0,
                             help="seconds a client has to send a whole request, and to read a stalled answer")
     shutdown_timeout: float = option(5.0, "--shutdown-timeout", scope=SERVER, ge=0,

@@ -8,15 +8,18 @@ deviation, docs/design.md). The pooling is ``--pooling`` (else the model's own);
 refuses pooling none before reading the body, as upstream; reranking needs ``--reranking`` (pooling
 rank). Each input is embedded in a decode of its own, as llama-server's slot takes one input at a
 time, so the vectors are llama-server's (a batch of several texts moves them slightly: the caveat of
-docs/design.md). With one slot the work runs on the engine's worker, after the generation in
-progress; with ``--parallel`` slots it runs on a thread beside the scheduler's decodes (the
-embedding context is its own), one request at a time.
+docs/design.md). With one slot the work runs on the engine's worker, between generations; with
+``--parallel`` slots on a thread beside the scheduler's decodes (the embedding context is its own).
+Requests take turns input by input (``_Turns``), so a one-input request is not held behind a
+request of hundreds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,17 +51,41 @@ from .wire import (
 __all__ = ["router"]
 
 router = APIRouter()
-_BESIDE_SLOTS = threading.Lock()   # with --parallel: one embedding request at a time on the engine
 
 
 def _pooling(state: ServerState) -> str:
     return state.engine.embedding_pooling(state.settings.embedding_pooling())
 
 
-async def _on_engine(request: Request, state: ServerState, work: Callable[[Any, threading.Event], Any]) -> Any:
-    """``work(engine, stop)``'s value, run where the engine can take it (see the module docstring).
-    ``stop`` is set when the client goes away: the work checks it between inputs, so a request of
-    thousands of inputs nobody waits for any more does not hold the engine (one input is one decode)."""
+class _Turns:
+    """Embedding work goes one input at a time, in the order the inputs asked (asyncio's lock wakes
+    its waiters first come, first served): a request of 500 inputs and one of a single input
+    interleave, as generations do, instead of the second waiting for the whole first (21.6 s)."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakKeyDictionary[ServerState, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+    def of(self, state: ServerState) -> asyncio.Lock:
+        lock = self._locks.get(state)
+        if lock is None:
+            lock = self._locks[state] = asyncio.Lock()
+        return lock
+
+
+_TURNS = _Turns()
+
+
+Step = Callable[[], Any]   # the work of one input (one decode)
+
+
+async def _on_engine(request: Request, state: ServerState, plan: Callable[[], tuple[int, list[Step]]]
+                     ) -> tuple[int, list[Any]]:
+    """``plan()`` -- tokenizing and checking every input: (tokens, one step per input) -- then each
+    step, run where the engine can take it, one input at a time in turn with other requests'
+    (``_Turns``): with one slot on the engine's worker, between the generations; with ``--parallel``
+    slots on a thread beside the scheduler's decodes (the embedding context is its own). Returns the
+    tokens and each step's value. No step runs once the client has gone away, so a request of
+    thousands of inputs nobody waits for does not hold the engine."""
     stop = threading.Event()
 
     async def watch() -> None:
@@ -68,34 +95,32 @@ async def _on_engine(request: Request, state: ServerState, work: Callable[[Any, 
                 return
             await asyncio.sleep(DISCONNECT_POLL_S)
 
+    async def run(step: Step) -> Any:
+        async with _TURNS.of(state):
+            if stop.is_set():
+                raise RequestError("the client went away; the request was stopped")
+            worker = state.worker
+            if isinstance(worker, EngineWorker):
+                def once(_engine: Any) -> Iterator[Any]:   # a stream of one item (a generator: it has close())
+                    yield step()
+
+                results: list[Any] = []
+                await run_to_end(worker.submit(once), request, results.append)
+                return results[0]
+            return await asyncio.to_thread(step)
+
     watcher = asyncio.ensure_future(watch())
     try:
-        worker = state.worker
-        if isinstance(worker, EngineWorker):
-            def once(engine: Any) -> Iterator[Any]:
-                yield work(engine, stop)
-
-            results: list[Any] = []
-            await run_to_end(worker.submit(once), request, results.append)
-            return results[0]
-
-        def beside_slots() -> Any:
-            with _BESIDE_SLOTS:
-                return work(state.engine, stop)
-
-        return await asyncio.to_thread(beside_slots)
+        n_tokens, steps = await run(plan)
+        return n_tokens, [await run(step) for step in steps]
     finally:
         stop.set()
         watcher.cancel()
 
 
-def _check_stop(stop: threading.Event) -> None:
-    if stop.is_set():
-        raise RequestError("the client went away; the request was stopped")
-
-
-def _embed(call: EmbeddingCall, state: ServerState, pooling: str, stop: threading.Event) -> tuple[list[Any], int]:
-    """On the engine: each input's vector (normalized unless per token) and the tokens evaluated."""
+def _embed(call: EmbeddingCall, state: ServerState, pooling: str) -> tuple[int, list[Step]]:
+    """Every input tokenized and checked before any is embedded, then one step per input: its vector
+    (normalized unless per token)."""
     engine = state.engine
     bounded = bounded_tokenizer(engine, state.settings.max_tokenize_tokens, "--max-tokenize-tokens")
 
@@ -110,18 +135,19 @@ def _embed(call: EmbeddingCall, state: ServerState, pooling: str, stop: threadin
     inputs = [prompt_tokens(tokenize, p) for p in call.prompts]
     if any(not tokens for tokens in inputs):
         raise RequestError(EMPTY_INPUT)
-    if isinstance(call.normalize, RequestError):
-        raise call.normalize
-    vectors = []
+    norm = call.normalize
+    if isinstance(norm, RequestError):
+        raise norm
     for tokens in inputs:
-        _check_stop(stop)
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, pooling)
+
+    def one(tokens: list[int]) -> Any:
         if pooling == "none":
-            vectors.append(engine.embed_tokens([tokens], normalize=False)[0])
-        else:
-            out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
-            vectors.append(normalized(out[0], call.normalize))
-    return vectors, sum(len(t) for t in inputs)
+            return engine.embed_tokens([tokens], normalize=False)[0]
+        out = engine.embed([tokens], normalize=False, pooling=state.settings.embedding_pooling())
+        return normalized(out[0], norm)
+
+    return sum(len(t) for t in inputs), [functools.partial(one, tokens) for tokens in inputs]
 
 
 async def _embeddings(request: Request, oai: bool) -> Response:
@@ -131,7 +157,7 @@ async def _embeddings(request: Request, oai: bool) -> Response:
         if oai and pooling == "none":   # before the body, as llama-server
             raise RequestError(NO_EMBEDDINGS_OAI)
         call = await json_body(request, read_embeddings, oai, state.settings.embd_normalize)
-        vectors, n_tokens = await _on_engine(request, state, lambda _engine, stop: _embed(call, state, pooling, stop))
+        n_tokens, vectors = await _on_engine(request, state, lambda: _embed(call, state, pooling))
     except BaseException as exc:
         return exception_response(exc)
     if call.oai:
@@ -150,18 +176,20 @@ async def embeddings_native(request: Request) -> Response:
     return await _embeddings(request, oai=False)
 
 
-def _rerank(call: RerankCall, state: ServerState, stop: threading.Event) -> tuple[list[float], int]:
+def _rerank(call: RerankCall, state: ServerState) -> tuple[int, list[Step]]:
     engine = state.engine
-    scores, n_tokens = [], 0
+    documents = []
     for document in call.documents:
-        _check_stop(stop)
         tokens = engine.rerank_tokens(call.query, document)
         check_tokens(tokens, engine.n_vocab, state.settings.ubatch_size, "rank")
         if not tokens:
             raise RequestError(EMPTY_INPUT)
-        scores.append(float(engine.embed([tokens], normalize=False, pooling="rank")[0][0]))
-        n_tokens += len(tokens)
-    return scores, n_tokens
+        documents.append(tokens)
+
+    def score(tokens: list[int]) -> float:
+        return float(engine.embed([tokens], normalize=False, pooling="rank")[0][0])
+
+    return sum(len(t) for t in documents), [functools.partial(score, tokens) for tokens in documents]
 
 
 @router.post("/rerank")
@@ -174,7 +202,7 @@ async def rerank(request: Request) -> Response:
         return error_response(NO_RERANKING, "not_supported_error", 501)
     try:
         call = await json_body(request, read_rerank)
-        scores, n_tokens = await _on_engine(request, state, lambda _engine, stop: _rerank(call, state, stop))
+        n_tokens, scores = await _on_engine(request, state, lambda: _rerank(call, state))
     except BaseException as exc:
         return exception_response(exc)
     return JSONResponse(rerank_body(call, state.model_name, scores, n_tokens))

@@ -32,11 +32,23 @@ class TaskRecord:
     id_task: int
     params: Json
     stream: Any = field(repr=False)
+    n_prompt: int = 0   # its prompt's tokens
+
+    @property
+    def _generation(self) -> Any:
+        return getattr(self.stream, "generation", self.stream)   # a ChatStream's SequenceStream
 
     @property
     def slot_id(self) -> int:
-        generation = getattr(self.stream, "generation", self.stream)   # a ChatStream's SequenceStream
-        return int(getattr(generation, "slot_id", 0))
+        return int(getattr(self._generation, "slot_id", 0))
+
+    def progress(self) -> tuple[int, int, int]:
+        """(tokens generated, prompt tokens evaluated, prompt tokens found in the cache) so far."""
+        generation = self._generation
+        n_cached = int(getattr(generation, "n_cached", 0))
+        evaluated = getattr(generation, "n_evaluated", None)
+        return (int(getattr(generation, "n_decoded", 0)),
+                int(evaluated) if evaluated is not None else max(0, self.n_prompt - n_cached), n_cached)
 
 
 class SlotTasks:
@@ -51,15 +63,15 @@ class SlotTasks:
         self.speculative_types = "none"   # the server's speculative decoding (set at load), as a request reports it
 
     def begin(self, stream: Any, params: GenerationParams, *, stream_mode: bool, reasoning_format: str,
-              chat: Any = None, lora: Sequence[tuple[int, float]] = ()) -> None:
+              chat: Any = None, lora: Sequence[tuple[int, float]] = (), n_prompt: int = 0) -> None:
         """Remember a request that starts on ``stream`` (``chat``: its ChatTemplateResult; None for
-        a raw completion, llama-server's "Content-only" format)."""
+        a raw completion, llama-server's "Content-only" format; ``n_prompt``: its prompt's tokens)."""
         record = TaskRecord(next(self._ids), task_params_json(
             params, n_predict=params.max_tokens, stream=stream_mode,
             n_probs=params.top_logprobs if params.logprobs else 0, reasoning_format=reasoning_format, lora=lora,
             chat_format=chat.format if chat is not None else "Content-only",
             generation_prompt=chat.generation_prompt if chat is not None else "",
-            speculative_types=self.speculative_types), stream)
+            speculative_types=self.speculative_types), stream, n_prompt)
         with self._lock:
             self._records.append(record)
             del self._records[:-self._keep]

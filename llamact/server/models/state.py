@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import Request
 
 from ...chat import ChatTemplates, supports_enable_thinking
-from ...engine import LitertEngine, LlamaEngine
+from ...engine import ChatBackend, LitertEngine, LlamaEngine
 from ...engine.batched import BatchScheduler
 from ...engine.chat_calls import takes_tools
 from ...errors import LlamaException
@@ -64,6 +64,7 @@ class ServerState:
         self.label = settings.model_label() if self.model_name == settings.model_name() else self.model_name
         self.model_file: Path | None = None   # the file loaded (an hf:// address resolved)
         self.tools_supported = True           # the template gives tools a call format (load() asks)
+        self.template_family: str | None = None   # the template's family for /props (load() asks; None: it fails)
         self.warned_tools = False             # the log has said that it does not
         self.log: Any = None                  # the server's log (http.logs), for warnings about requests
 
@@ -101,9 +102,11 @@ class ServerState:
                 template_kwargs=dict(self.settings.chat_template_kwargs),
                 allow_image=engine.supports_vision, allow_audio=engine.supports_audio,
                 speculative_types=(engine.speculator.params.types_name() if engine.speculator else "none"),
+                max_dry_breakers=self.settings.max_dry_breakers,
             )
             self.slot_tasks.speculative_types = self.defaults.speculative_types
             self.tools_supported = takes_tools(engine)
+            self.template_family = _template_family(engine)
             set_default_limits(self.settings.grammar_limits())   # every grammar of this process
             if self.settings.parallel > 1:
                 assert isinstance(engine, LlamaEngine)   # (a LiteRT-LM model refuses n_seq_max > 1 at load)
@@ -156,6 +159,16 @@ def _template_thinks(templates: ChatTemplates) -> bool:
     except LlamaException as exc:   # upstream refuses to start; here the requests report the template
         log.warning("the chat template fails on a one-message conversation (%s); thinking is off by default", exc)
         return False
+
+
+def _template_family(engine: ChatBackend) -> str | None:
+    """The template's family as ``/props`` reports it, asked once at load (rendering on the event
+    loop, as /props did, froze every route for as long as a slow template took); None when the
+    template fails on a one-message conversation."""
+    try:
+        return engine.chat_template([{"role": "user", "content": "Hello"}]).family
+    except LlamaException:
+        return None
 
 
 def state_of(request: Request) -> ServerState:

@@ -34,7 +34,8 @@ async def _answer(request: Request, state: ServerState, call: CompletionCall, ru
 
     def writer(run: PromptRun) -> NativeCompletion:
         return NativeCompletion(run.index, state.model_name, lambda: run.text, lambda: len(run.ids), settings,
-                                return_tokens=call.return_tokens, timings_per_token=call.timings_per_token)
+                                return_tokens=call.return_tokens, timings_per_token=call.timings_per_token,
+                                slot_id=lambda: run.slot_id)
 
     if not call.stream:
         results = await run_whole(request, runs, lambda run, chunks: writer(run).whole(chunks, tokenize))
@@ -79,5 +80,6 @@ async def infill(request: Request) -> Response:
         return infill_tokens(engine, body, n_batch=settings.batch_size, n_predict=settings.n_predict, n_ctx=n_ctx,
                              prompt_ids=prompt_ids)
 
-    runs: list[Any] = [PromptRun(state, 0, make_ids, call.params, stream_mode=call.stream, lora=lora)]
+    runs: list[Any] = [PromptRun(state, 0, make_ids, call.params, stream_mode=call.stream, lora=lora,
+                                 id_slot=call.id_slot)]
     return await _answer(request, state, call, runs)

@@ -41,7 +41,7 @@ from ..completions.wire import CompletionCall
 from ..http.errors import RequestError
 from ..wire.logprobs import released_entry, without_stop_entries
 from ..wire.request import RequestDefaults
-from ..wire.task_params import f32, task_params_json
+from ..wire.task_params import f32_or_null, task_params_json
 
 __all__ = ["NativeCompletion", "generation_settings", "infill_tokens", "missing_fim_tokens", "read_infill",
            "timings_json"]
@@ -64,10 +64,11 @@ def generation_settings(call: CompletionCall, defaults: RequestDefaults) -> Json
         reasoning_format=reasoning if isinstance(reasoning, str) else defaults.reasoning_format,
         speculative_types=defaults.speculative_types)
     settings.update({   # the fields task_params::to_json() writes beside the metrics' ones
+        "ignore_eos": body.get("ignore_eos") is True,   # (its bans are in logit_bias)
         "timings_per_token": call.timings_per_token,
         "dry_sequence_breakers": DRY_SEQUENCE_BREAKERS,
         "stop": [s for s in ([p.stop] if isinstance(p.stop, str) else p.stop) if s],
-        "logit_bias": [{"bias": f32(bias), "token": token} for token, bias in p.logit_bias.items()],
+        "logit_bias": [{"bias": f32_or_null(bias), "token": token} for token, bias in p.logit_bias.items()],
         "grammar": p.grammar or "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": [],
     })
     for name in ("n_keep", "n_discard"):
@@ -97,8 +98,10 @@ class NativeCompletion:
     """One prompt's objects (see the module docstring); ``events`` counts the tokens it has seen."""
 
     def __init__(self, index: int, model: str, prompt_text: Callable[[], str], n_prompt: Callable[[], int],
-                 settings: Json, *, return_tokens: bool = False, timings_per_token: bool = False) -> None:
+                 settings: Json, *, return_tokens: bool = False, timings_per_token: bool = False,
+                 slot_id: Callable[[], int] = lambda: 0) -> None:
         self.index = index
+        self.slot_id = slot_id             # the slot it ran in, known once it holds one
         self.model = model
         self.prompt_text = prompt_text     # known once the worker has tokenized the prompt
         self.n_prompt = n_prompt
@@ -122,7 +125,8 @@ class NativeCompletion:
         assert t is not None and last.stop_reason is not None
         n_prompt = self.n_prompt()
         return {
-            "index": self.index, "content": text, "tokens": tokens, "id_slot": 0, "stop": True, "model": self.model,
+            "index": self.index, "content": text, "tokens": tokens, "id_slot": self.slot_id(), "stop": True,
+            "model": self.model,
             "tokens_predicted": n_decoded, "tokens_evaluated": n_prompt, "generation_settings": self.settings,
             "prompt": self.prompt_text(), "has_new_line": self._has_new_line,
             "truncated": last.stop_reason is StopReason.CONTEXT_FULL, "stop_type": STOP_TYPES[last.stop_reason],

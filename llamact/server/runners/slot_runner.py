@@ -52,6 +52,7 @@ class SlotRunner:
         self._outbox: list[tuple[Job, JobEvent, Any]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.n_waiting = 0      # submitted, not yet prepared (the scheduler counts its own queue)
+        self.n_preparing = 0    # being prepared: the template, the tokens, the sampler (DRY's set-up, ...)
         self.n_cancelled = 0    # jobs that ended because they were cancelled (a client went away)
         self.open_jobs: weakref.WeakSet[Job] = weakref.WeakSet()   # what a shutdown must end
         self._cores = usable_cores()
@@ -59,7 +60,9 @@ class SlotRunner:
 
     @property
     def n_running(self) -> int:
-        return self.backend.n_active
+        """Requests in progress: on a slot, or being prepared for one (what ``/metrics`` shows as
+        processing: a request whose set-up takes long is work, not idleness)."""
+        return self.backend.n_active + self.n_preparing
 
     def submit(self, start: Callable[[Any], Any], finish: Callable[[Any], Any] | None = None) -> Job:
         """Run ``start(scheduler)`` (a ``ChatStream`` or ``SequenceStream`` of the scheduler) on the
@@ -78,12 +81,16 @@ class SlotRunner:
             if job.cancelled.is_set():
                 self.n_cancelled += 1
                 return
+            self.n_preparing += 1
         try:
             stream = start(self.backend)
         except BaseException as exc:   # delivered to the request
             self._post(job, ERROR, exc)
             self._flush()
             return
+        finally:
+            with self._lock:
+                self.n_preparing -= 1
         chat = stream if isinstance(stream, ChatStream) else None
         generation = chat.generation if chat is not None else stream
         assert isinstance(generation, SequenceStream)   # the scheduler's streams are its slots'

@@ -26,7 +26,8 @@ from ..http.sse import OPENAI_FRAMING, Framing, event_stream, first_item, run_to
 from ..models.gateway_metrics import adapter_names
 from ..models.state import state_of
 from ..wire.request import ChatCall, refuse_unenforced_schema
-from .lora import ensure_scales, request_scales
+from .lora import request_scales
+from .placement import placement
 from .tool_policy import WARNING_HEADER, tool_policy
 
 __all__ = ["answer_chat"]
@@ -52,11 +53,11 @@ async def answer_chat(request: Request, call: ChatCall, whole: Callable[[Any, An
     scales = request_scales(loras, lora)
 
     def start(backend: ChatBackend) -> ChatStream:   # on the worker: an engine, or the batch scheduler's slots
-        ensure_scales(backend, loras, scales)
-        stream = backend.create(call.request, params=call.params)
+        stream = backend.create(call.request, params=call.params, **placement(backend, loras, scales, call.id_slot))
         streams.append(stream)
         state.slot_tasks.begin(stream, call.params, stream_mode=call.stream, chat=stream.result,
-                               reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()))
+                               reasoning_format=call.request.reasoning_format, lora=sorted(lora.items()),
+                               n_prompt=stream.n_prompt)
         return stream
 
     job = state.worker.submit(start, None if call.stream else (lambda s: s.completion()))

@@ -2,16 +2,14 @@
 
     call, lora = await json_body(request, with_lora(read_chat), defaults)   # the body's "lora" field
     scales = request_scales(state.loras, lora)     # per request, or the server's (POST /lora-adapters)
-    ensure_scales(backend, state.loras, scales)    # on the worker, before the request's stream is made
+    options = placement(backend, state.loras, scales, id_slot)   # serving.placement: on the worker
 
 llama-server's rules (``params_from_json_cmpl`` / ``construct_lora_list``): a request's ``lora`` is
 an array of ``{"id", "scale"}`` (anything else: 400); adapters it leaves out get scale 0; an empty
-or absent list takes the server's current scales. The context holds one set of adapters: on the
-engine (one slot) a request whose scales differ from the applied ones changes them, in turn with
-requests, and its prompt is evaluated afresh (the KV cache was computed with other weights, as
-llama-server clears a slot's cache on a LoRA change). With ``--parallel N`` the change waits until
-no slot holds a request (llama-server batches slots with different adapters separately; llamact's
-scheduler decodes every slot in one batch), then empties every slot's cache.
+or absent list takes the server's current scales. On the engine (one slot) a request whose scales
+differ from the applied ones changes them, in turn with requests, and its prompt is evaluated afresh
+(the KV cache was computed with other weights, as llama-server clears a slot's cache on a LoRA
+change). With ``--parallel N`` each request carries its scales to its slot (``serving.placement``).
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ...engine import LlamaEngine
-from ...engine.batched import BatchScheduler
 from ..http.errors import RequestError
 
 __all__ = ["ensure_scales", "parse_lora_field", "parse_lora_request", "request_scales", "with_lora"]
@@ -66,21 +63,14 @@ def request_scales(loras: Sequence[Sequence[Any]], config: dict[int, float]) -> 
     return [config.get(i, 0.0) for i in range(len(loras))]
 
 
-def _apply(engine: LlamaEngine, paths: Sequence[str], scales: Sequence[float]) -> None:
-    for path, scale in zip(paths, scales, strict=True):
-        engine.set_lora(path, scale)
-
-
-def ensure_scales(backend: Any, loras: Sequence[Sequence[Any]], scales: Sequence[float]) -> None:
-    """Make ``backend`` (the engine, or the scheduler) apply ``scales`` (on its worker thread)."""
+def ensure_scales(engine: LlamaEngine, loras: Sequence[Sequence[Any]], scales: Sequence[float]) -> None:
+    """Make the engine (one request at a time, on its worker thread) apply ``scales``; the
+    scheduler's slots take a request's scales with the request instead (``serving.placement``)."""
     if not loras:
         return
     paths = [str(path) for path, _scale in loras]
-    engine: LlamaEngine = backend.engine if isinstance(backend, BatchScheduler) else backend
     applied = engine.loras
     if all(applied.get(Path(p).resolve()) == s for p, s in zip(paths, scales, strict=True)):
         return
-    if isinstance(backend, BatchScheduler):
-        backend.when_idle(lambda: _apply(engine, paths, scales)).result()
-    else:
-        _apply(engine, paths, scales)
+    for path, scale in zip(paths, scales, strict=True):
+        engine.set_lora(path, scale)

@@ -26,7 +26,8 @@ from ..models.gateway_metrics import adapter_names
 from ..models.state import ServerState
 from ..runners.job import Job
 from ..wire.prompts import check_prompt, prompt_tokens
-from .lora import ensure_scales, request_scales
+from .lora import request_scales
+from .placement import placement
 from .tokens import bounded_tokenizer
 
 __all__ = ["PromptRun", "prompt_runs", "run_streamed", "run_whole"]
@@ -36,7 +37,7 @@ class PromptRun:
     """One prompt of a request: ``make_ids()`` (on the worker) gives its ids, ``start()`` submits it."""
 
     def __init__(self, state: ServerState, index: int, make_ids: Callable[[], list[int]], params: Any, *,
-                 stream_mode: bool = False, lora: dict[int, float] | None = None) -> None:
+                 stream_mode: bool = False, lora: dict[int, float] | None = None, id_slot: int = -1) -> None:
         self.state = state
         self.index = index
         self.make_ids = make_ids
@@ -44,8 +45,15 @@ class PromptRun:
         self.stream_mode = stream_mode
         self.lora = lora or {}   # the request's adapter scales (its `lora` field; none: the server's)
         self.scales = request_scales(state.loras, self.lora)
+        self.id_slot = id_slot   # the slot it asks for (-1: any)
         self.ids: list[int] = []
         self.text = ""
+        self.stream: Any = None
+
+    @property
+    def slot_id(self) -> int:
+        """The slot it ran in (the engine has one, 0)."""
+        return int(getattr(self.stream, "slot_id", 0))
 
     def _begin(self, backend: Any) -> Any:   # on the worker
         state = self.state
@@ -54,10 +62,11 @@ class PromptRun:
         if not ids:   # llama-server answers an empty completion without a stop type (docs/design.md, caveats)
             raise RequestError("the prompt is empty: there is nothing to complete")
         self.ids, self.text = ids, engine.detokenize(ids, render_special=True)
-        ensure_scales(backend, state.loras, self.scales)
-        stream = backend.generate(ids, self.params)
+        stream = backend.generate(ids, self.params, **placement(backend, state.loras, self.scales, self.id_slot))
+        self.stream = stream
         state.slot_tasks.begin(stream, self.params, stream_mode=self.stream_mode,
-                               reasoning_format=state.settings.reasoning_format, lora=sorted(self.lora.items()))
+                               reasoning_format=state.settings.reasoning_format, lora=sorted(self.lora.items()),
+                               n_prompt=len(ids))
         return stream
 
     def start(self) -> Job:
@@ -78,7 +87,7 @@ def prompt_runs(state: ServerState, call: Any, lora: dict[int, float] | None = N
 
     def maker(prompt: Any) -> Callable[[], list[int]]:
         return lambda: prompt_tokens(prompt, tokenize)
-    return [PromptRun(state, i, maker(p), call.params, stream_mode=call.stream, lora=lora)
+    return [PromptRun(state, i, maker(p), call.params, stream_mode=call.stream, lora=lora, id_slot=call.id_slot)
             for i, p in enumerate(call.prompts)]
 
 

@@ -109,8 +109,8 @@ async def post_slots(request: Request, id_slot: str) -> Response:
         name = _filename(await json_body(request))
         try:
             path = slot_path(directory, name)
-        except ValueError:
-            return error_response("Invalid filename")
+        except ValueError as exc:
+            return error_response(str(exc))
         if action == "save":
             return await _save(state, given, seq, name, path)
         return await _restore(state, given, seq, name, path)

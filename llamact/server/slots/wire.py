@@ -4,6 +4,7 @@ checked as llama-server checks them.
     slots_json(tasks, states, n_ctx_slot)  each slot in llama-server's shape (``server_slot::to_json``)
     valid_filename(name) -> bool           common.cpp's fs_validate_filename (no subdirectories)
     slot_path(directory, name) -> Path     the file in --slot-save-path; ValueError for any other place
+                                           or for a special file there
     parse_slot_id(text, n_slots)           the slot a path's id names (std::stoi, then the modulo), or None
 
 ``GET /slots``: a slot that never ran a request has only ``id``, ``n_ctx``, ``speculative`` and
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.slot_tasks import SlotTasks
+from ..wire.request import slot_of
 
 __all__ = ["parse_slot_id", "slot_path", "slots_json", "valid_filename"]
 
@@ -54,13 +56,17 @@ def valid_filename(name: str) -> bool:
 
 
 def slot_path(directory: Path, name: str) -> Path:
-    """``directory / name`` for a valid name; ValueError when it would lie anywhere else."""
+    """``directory / name`` for a valid name; ValueError when it would lie anywhere else, or when
+    something other than a regular file is there (a FIFO blocks whoever opens it: restoring one froze
+    the server, and llama-server's main loop, for as long as no writer came)."""
     if not valid_filename(name):
         raise ValueError("Invalid filename")
     base = directory.resolve()
     path = base / name
     if path.resolve().parent != base:
         raise ValueError("Invalid filename")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"Invalid filename: {name} is not a regular file (a FIFO, a device or a directory)")
     return path
 
 
@@ -75,7 +81,7 @@ def parse_slot_id(text: str, n_slots: int) -> tuple[int, int] | None:
     given = int(match.group(1))
     if not -INT_MAX - 1 <= given <= INT_MAX:
         return None
-    return given, (given % 2**64) % n_slots
+    return given, slot_of(given, n_slots)
 
 
 def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot: int) -> list[dict[str, Any]]:
@@ -86,11 +92,17 @@ def slots_json(tasks: SlotTasks, states: Sequence[tuple[bool, int]], n_ctx_slot:
                        "is_processing": processing}
         record = tasks.last(slot_id)
         if record is not None:
+            # a running request's counts as they stand (server_slot::to_json); llama-server resets
+            # them when it leaves
+            n_decoded, n_evaluated, n_reused = record.progress() if processing else (0, 0, 0)
+            n_predict = record.params.get("n_predict", -1)
+            n_remain = n_predict - n_decoded if processing and isinstance(n_predict, int) and n_predict >= 0 else -1
             entry.update({
                 "id_task": record.id_task, "n_prompt_tokens": n_cached,
-                "n_prompt_tokens_processed": 0, "n_prompt_tokens_cache": 0, "params": record.params,
+                "n_prompt_tokens_processed": n_evaluated, "n_prompt_tokens_cache": n_reused,
+                "params": record.params,
                 "next_token": [{"has_next_token": processing, "has_new_line": False,
-                                "n_remain": -1, "n_decoded": 0}],
+                                "n_remain": n_remain, "n_decoded": n_decoded}],
             })
         out.append(entry)
     return out

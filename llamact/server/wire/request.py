@@ -2,6 +2,8 @@
 request leaves out, the sampling and stopping fields, and the checks of its constraint.
 
     generation_params(body, defaults) -> GenerationParams   the sampling fields (``wire.fields``'s table)
+    read_id_slot(body) -> int                               the slot a request asks for (-1: any)
+    slot_of(id_slot, n_slots) -> int                        the slot an id names (llama-server's modulo)
     ChatCall                                                a chat body read (``chat.wire.read_chat``)
     check_grammar(text, field)                              a request's GBNF, refused before any generation
     refuse_unenforced_schema(request, defaults)             deviation 8: a schema the grammar cannot hold
@@ -20,6 +22,7 @@ from typing import Any
 from ...chat.request import ChatRequest
 from ...engine import GenerationParams
 from ...engine.logprobs import MAX_TOP_LOGPROBS
+from ...engine.sampling import dry_runs
 from ...errors import LlamaException
 from ...grammar.enforcement import refuse_unenforced
 from ...grammar.gbnf import GbnfError
@@ -27,8 +30,8 @@ from ...grammar.limits import GrammarLimitError, check_grammar_limits
 from ..http.errors import RequestError
 from .fields import Vocabulary, read_number, sampling_fields
 
-__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "check_grammar", "generation_params",
-           "refuse_unenforced_schema"]
+__all__ = ["LENIENT_REMEDY", "ChatCall", "RequestDefaults", "check_dry_breakers", "check_grammar", "generation_params",
+           "read_id_slot", "refuse_unenforced_schema", "slot_of"]
 
 
 @dataclass(frozen=True)
@@ -58,16 +61,38 @@ class RequestDefaults:
     allow_audio: bool = False
     # a request's "speculative.types" as llama-server reports it ("none" without speculation)
     speculative_types: str = "none"
+    # the most DRY sequence breakers a request may give (--max-dry-breakers): DRY's set-up scans the
+    # whole vocabulary once per breaker before the first token
+    max_dry_breakers: int = 16
 
 
 @dataclass(frozen=True)
 class ChatCall:
-    """A chat completion body: the request, its generation settings, how to answer."""
+    """A chat completion body: the request, its generation settings, how to answer, and the slot it
+    asks for (``id_slot``; -1: any)."""
 
     request: ChatRequest
     params: GenerationParams
     stream: bool
     include_usage: bool
+    id_slot: int = -1
+
+
+def read_id_slot(body: Any) -> int:
+    """``json_value(data, "id_slot", -1)`` as an ``int``: a number is cast as C++ casts it (a float
+    toward zero, kept to 32 bits), a boolean is 0 or 1, anything else (a string, null) is -1."""
+    value = body.get("id_slot") if isinstance(body, dict) else None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(read_number(body, "id_slot", "int"))
+    return -1
+
+
+def slot_of(id_slot: int, n_slots: int) -> int:
+    """The slot an id names: ``get_slot_by_id`` takes it modulo the number of slots as an unsigned
+    size, so any id is some slot (5 of 4 slots is 1; -2 is 2)."""
+    return (id_slot % 2**64) % n_slots
 
 
 LENIENT_REMEDY = "start the server with --lenient-schemas to ignore it as llama-server does"
@@ -89,9 +114,23 @@ def generation_params(body: Any, defaults: RequestDefaults) -> GenerationParams:
         if n_probs > 0:
             values["logprobs"], values["top_logprobs"] = True, n_probs
     try:
-        return GenerationParams(**{**defaults.sampling, **values})
+        params = GenerationParams(**{**defaults.sampling, **values})
     except LlamaException as exc:
         raise RequestError(str(exc)) from exc
+    check_dry_breakers(params, defaults.max_dry_breakers)
+    return params
+
+
+def check_dry_breakers(params: GenerationParams, limit: int) -> None:
+    """Refuse more DRY sequence breakers than the server takes, before DRY's set-up runs: llama.cpp
+    scans the whole vocabulary once per breaker (tenths of a second each on a small model, more on a
+    large vocabulary: 1,000 breakers ran for minutes), and llama-server caps only each breaker's
+    length (40 bytes, which llama.cpp still does here)."""
+    n = len(params.dry_sequence_breakers)
+    if n > limit and dry_runs(params):
+        raise RequestError(f"'dry_sequence_breakers' has {n} entries; this server takes at most {limit} with DRY "
+                           f"on (--max-dry-breakers): each breaker costs a scan of the model's whole vocabulary "
+                           f"before the request starts")
 
 
 def check_grammar(text: str, field: str = "grammar") -> str:

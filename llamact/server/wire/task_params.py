@@ -4,6 +4,7 @@ and the native completion's ``generation_settings`` all show.
 
     task_params_json(params, n_predict=..., stream=..., ...) -> {"seed", "temperature", ..., "lora"}
     f32(0.95) -> 0.949999988079071          a C float as nlohmann writes it
+    f32_or_null(-inf) -> None               and one that is not finite (nlohmann's null)
 
 Floats are llama.cpp's ``float`` fields, so they are written as the double of their float32 value;
 the seed is llama.cpp's ``uint32_t`` (``--seed -5`` reads 4294967291 there too); the sampler chain is
@@ -12,6 +13,7 @@ the seed is llama.cpp's ``uint32_t`` (``--seed -5`` reads 4294967291 there too);
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from ...engine.params import SAMPLER_NAMES, GenerationParams
 
-__all__ = ["DEFAULT_SEED", "f32", "task_params_json"]
+__all__ = ["DEFAULT_SEED", "f32", "f32_or_null", "task_params_json"]
 
 DEFAULT_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
 
@@ -27,6 +29,13 @@ DEFAULT_SEED = 0xFFFFFFFF   # LLAMA_DEFAULT_SEED: a random seed for each request
 def f32(value: float) -> float:
     """A C float's value, as nlohmann writes it (the double of its float32: 0.95 -> 0.949999988079071)."""
     return float(np.float32(value))
+
+
+def f32_or_null(value: float) -> float | None:
+    """``f32``, or None where nlohmann writes ``null``: a float that is not finite (a ban's ``-inf``
+    bias). JSON has no infinity: Python's ``-Infinity`` is invalid for strict parsers, and
+    Starlette's JSONResponse refuses it (a 500)."""
+    return f32(value) if math.isfinite(value) else None
 
 
 def task_params_json(p: GenerationParams, *, n_predict: int, stream: bool = False, n_probs: int = 0,
