@@ -207,8 +207,8 @@ def _end_with_the_call(arena: Arena, parsers: list[Parser]) -> None:
         elif isinstance(node, Repetition):
             if node.max_count == 1:
                 pending.append(node.child)
-            elif (last := _separator_first(parsers, i, node)) is not None:
-                pending.append(last)
+            elif (separator := _separator_first(parsers, i, node)) is not None:
+                pending.append(separator)
         elif isinstance(node, (Tag, Atomic, Rule)):
             pending.append(node.child)
         elif isinstance(node, Ref) and node.name in arena.rules:
