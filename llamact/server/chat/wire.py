@@ -213,7 +213,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
                                "enable_thinking": defaults.enable_thinking,
                                # --upstream-compat: llama-server's events, deltas and errors (the
                                # default: create()'s, deviations 2-5 and 17)
-                               "upstream_compat": defaults.upstream_compat}
+                               "upstream_compat": defaults.upstream_compat,
+                               # --lenient-schemas: the server checked the schema its way (wire/request.py)
+                               "lenient_schema": defaults.lenient_schemas}
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
             value = read(body, name)
