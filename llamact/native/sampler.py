@@ -432,9 +432,11 @@ def _grammar_parse_error(vocab: int, grammar: bytes, root: bytes) -> str | None:
             native().llama.llama_sampler_free(ptr)
         sink.seek(0)
         data = sink.read()
-    start = data.find(_PARSE_ERROR)
-    end = data.find(b"\n\n" + grammar + b"\n", start) if start != -1 else -1
-    if end == -1:
+    # other threads' first attempts may have printed their own reports meanwhile (each one
+    # fprintf, so whole): ours is the report that ends with our grammar, read back from there
+    end = data.find(b"\n\n" + grammar + b"\n")
+    start = data.rfind(_PARSE_ERROR, 0, end) if end != -1 else -1
+    if start == -1:
         others, reason = data, None
     else:
         line_start = data.rfind(b"\n", 0, start) + 1
