@@ -51,9 +51,9 @@ from ..chat.request import as_chat_request
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
-from ..native.sampler import Grammar
 from .chat_completion import ChatStream
 from .decode import GenerationChunk, SequenceDecoder
+from .grammar_engines import grammar_sampler_spec
 from .logprobs import LogprobReader
 from .media import MediaPrompt
 from .params import GenerationParams
@@ -250,7 +250,8 @@ class BatchScheduler:
         tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)
         sampler = GuidedSampler(engine.model, sampler_specs(replace(params, grammar=None)),
-                                grammar=Grammar(params.grammar) if params.grammar else None)
+                                grammar=grammar_sampler_spec(engine.model, params.grammar, engine=params.grammar_engine)
+                                if params.grammar else None)
         return SequenceStream(self, self._submit(_Request(tokens, sampler, tuple(params.stop), params)))
 
     def _check_prompt(self, tokens: Sequence[int]) -> None:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from ..errors import LlamaInferenceException, LlamaSamplerParameterException
 from ..native import sampler as s
+from ..native.model import Model
+from .grammar_engines import grammar_sampler_spec
 from .params import SAMPLER_NAMES, GenerationParams
 
 
-def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
+def sampler_specs(p: GenerationParams, model: Model | None = None) -> list[s.SamplerSpec]:
     """Grammar and logit bias first, then the samplers in ``p.samplers``' order (by default penalties,
     DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature), and finally the selecting
-    sampler (dist, mirostat or greedy). Mirostat replaces the list, as in common/sampling.cpp."""
+    sampler (dist, mirostat or greedy). Mirostat replaces the list, as in common/sampling.cpp. The
+    grammar runs on the engine ``p.grammar_engine`` picks (``model`` None: llama.cpp's)."""
     specs: list[s.SamplerSpec] = []
     if p.grammar:
-        check_grammar(p.grammar)
-        specs.append(s.Grammar(p.grammar))
+        check_grammar(p.grammar, p.grammar_engine)
+        specs.append(s.Grammar(p.grammar) if model is None else grammar_sampler_spec(model, p.grammar,
+                                                                                    engine=p.grammar_engine))
     if p.logit_bias:
         specs.append(s.LogitBias(dict(p.logit_bias)))
     if p.greedy:
@@ -51,14 +55,17 @@ def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
     return specs
 
 
-def check_grammar(text: str) -> None:
+def check_grammar(text: str, engine: str = "llama") -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
-    m > n, and explains other errors only on stderr. Our front end rejects both with the place."""
+    m > n, and explains other errors only on stderr. Our front end rejects both with the place.
+    Under ``engine`` "llama" all the limits apply; otherwise the engine that runs the grammar checks
+    its costs itself (syntax, size and nesting are checked here for every engine)."""
+    from ..grammar.engines import engine_limits
     from ..grammar.gbnf import GbnfError
-    from ..grammar.limits import GrammarLimitError, check_grammar_limits
+    from ..grammar.limits import GrammarLimitError, check_grammar_limits, default_limits
 
     try:
-        check_grammar_limits(text)
+        check_grammar_limits(text, None if engine == "llama" else engine_limits(default_limits()))
     except GrammarLimitError:
         raise
     except GbnfError as exc:

@@ -71,6 +71,7 @@ class SamplerSpec:
     """Base of the sampler descriptions."""
 
     native_name: ClassVar[str]
+    is_grammar: ClassVar[bool] = False   # a grammar (llama.cpp's or a matcher's): checked apart from the chain
 
     def validate(self, vocab_size: int) -> None:  # pragma: no cover - overridden
         pass
@@ -324,6 +325,7 @@ class Grammar(SamplerSpec):
     root: str = "root"
     trigger_patterns: tuple[str, ...] = ()
     trigger_tokens: tuple[int, ...] = ()
+    is_grammar: ClassVar[bool] = True
     # False hands the text to llama.cpp unchecked: only for asking llama.cpp's own verdict (the
     # parity tests); a grammar from anyone else must pass the bounded check
     front_end_check: bool = True
@@ -506,7 +508,7 @@ class SamplerChain(NativeHandle):
                     self.close()
                     raise
                 lib.llama_sampler_chain_add(chain, smpl)
-                if isinstance(spec, Grammar):
+                if spec.is_grammar:
                     self._grammars.append(smpl)
 
     def sample(self, context: Context, index: int = -1) -> int:
