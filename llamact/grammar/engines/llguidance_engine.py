@@ -76,15 +76,17 @@ class GrammarUnfitError(LlamaInferenceException):
     """A grammar this engine cannot run as llama.cpp would (its converter or compiler refuses it)."""
 
 
+MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum of N values opens N (llguidance's default 2,000)
 STEP_MAX_ITEMS = 1_000_000   # Earley items for one token's mask (~20k/ms): one code point per lexeme needs more
                              # than llguidance's 50k default on free-text rules (a template's "until" rules)
 
 
 def parser_limits() -> Any:
-    """llguidance's bounds on one grammar: its defaults (2,000 items per row, 200k lexer fuel a token,
-    500k grammar symbols, 250k lexer states) but ``STEP_MAX_ITEMS`` Earley items a mask; short errors."""
+    """llguidance's bounds on one grammar: its defaults (200k lexer fuel a token, 500k grammar symbols,
+    250k lexer states) but ``MAX_ITEMS_IN_ROW`` and ``STEP_MAX_ITEMS`` (one code point per lexeme makes
+    more Earley items); short errors."""
     assert _llg is not None
-    return _llg.LLParserLimits(step_max_items=STEP_MAX_ITEMS, verbose_errors=False)
+    return _llg.LLParserLimits(max_items_in_row=MAX_ITEMS_IN_ROW, step_max_items=STEP_MAX_ITEMS, verbose_errors=False)
 
 
 def engine_limits(limits: GrammarLimits) -> GrammarLimits:
