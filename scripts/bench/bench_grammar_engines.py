@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                         builds[label].append(built)
                     toks[label] = out
 
-            def rate(label: str) -> str:
+            def rate(label: str, per: dict[str, list[float]] = per, errors: dict[str, str] = errors) -> str:
                 if label in errors:
                     return f"refused ({errors[label]})"
                 tps = 1 / statistics.median(per[label])
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     return f"{tps:.1f}"
                 return f"{tps:.1f} ({statistics.median(per['free']) / statistics.median(per[label]):.2f}x)"
 
-            def build(label: str) -> str:
+            def build(label: str, builds: dict[str, list[float]] = builds) -> str:
                 b = builds[label]
                 return f"{b[0] * 1000:.0f} / {statistics.median(b[1:]) * 1000:.0f} ms" if len(b) > 1 else "-"
 
