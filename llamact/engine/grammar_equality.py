@@ -9,8 +9,9 @@ Both engines are asked through the same native sampler interface the generation 
 covers the callback path, the vocabulary mapping, lazy triggers and end-of-generation tokens as a
 generation meets them. A walk is a sequence of tokens both engines allow: first each ``drive``
 (a real model output, or a rendered tool call that fires a lazy grammar's trigger) as far as both
-allow it, then a seeded random walk through the tokens both allow. A walk ends at an
-end-of-generation token (its step compared: "end of generation included"), or after ``steps``.
+allow it -- ending there when the grammar may end -- then a seeded random walk through the tokens
+both allow. A walk ends at an end-of-generation token (its step compared: "end of generation
+included"), or after ``steps``.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
           steps: int, rng: random.Random) -> None:
     llama, guidance = _probes(model, case)
     vocab = model.vocab
+    eog = [t for t in range(vocab.n_tokens) if vocab.is_eog(t)]
     try:
         position = 0
         for step in range(steps):
@@ -113,11 +115,15 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
                 token = int(drive[position])
                 position += 1
             else:
-                position = len(drive)   # left the drive: a random walk from here
-                choices = np.nonzero(both)[0]
-                if len(choices) == 0:
-                    return
-                token = int(choices[rng.randrange(len(choices))])
+                ends = [t for t in eog if both[t]]
+                if drive and position == len(drive) and ends:
+                    token = ends[0]   # the whole drive was read and the output may end: end it
+                else:
+                    position = len(drive)   # left the drive: a random walk from here
+                    choices = np.nonzero(both)[0]
+                    if len(choices) == 0:
+                        return
+                    token = int(choices[rng.randrange(len(choices))])
             if vocab.is_eog(token):
                 result.ended += 1
                 return
