@@ -220,6 +220,9 @@ class LlguidanceMatcher:
     def allowed(self) -> np.ndarray:
         self._check()
         bits = np.frombuffer(self._m.compute_bitmask(), dtype=np.uint8)
+        # a mask over a limit (llguidance's Earley items a step) comes back as "only the end" with the
+        # matcher in error: an error here, never a silently shorter output
+        self._check()
         return np.unpackbits(bits, bitorder="little")[: self._n].view(bool)
 
     def accept(self, token: int) -> None:
