@@ -96,7 +96,8 @@ def _strings_in_braces(cur: Cursor) -> list[str]:
     other calls are dropped); the cursor ends past the closing brace."""
     cur.expect("{")
     out: list[str] = []
-    depth, element, plain = 0, [], True
+    depth, plain = 0, True
+    element: list[str] = []
     while True:
         tok = cur.peek()
         if tok is None:
