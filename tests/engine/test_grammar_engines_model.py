@@ -86,6 +86,8 @@ def test_the_plain_prompt_paths_use_the_engine(engine: LlamaEngine) -> None:
     assert isinstance(grammar_sampler_spec(engine.model, grammar, engine="llama"), s.Grammar)
 
 
+@pytest.mark.xfail(strict=True, reason="issue 42, open: on a 2,000-value enum llguidance's mask admits a token its "
+                   "validate_tokens then refuses (the guide stops: 'the sampled token is not admitted by the grammar')")
 def test_llamas_cost_limits_do_not_bind_llguidance(engine: LlamaEngine) -> None:
     """A 2,000-value enum is over llama.cpp's alternatives limit (a full pass over the vocabulary per
     refused token costs ~0.6 s there); llguidance runs it under its own limits."""
