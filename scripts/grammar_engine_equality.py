@@ -1,10 +1,12 @@
 """The proof behind ``grammar_engine="auto"``: llguidance's allowed tokens equal llama.cpp's grammar's.
 
     python scripts/grammar_engine_equality.py [--model smollm2|gemma3] [--steps 32] [--walks 1]
-                                              [--only template,schema,upstream] [--json report.json]
+                                              [--only template,schema,upstream,fuzz] [--fuzz 200]
+                                              [--json report.json]
 
 Over the grammar corpus (``llamact.parity.grammar_corpus``: every vendored template's tool grammar
-under each tool choice, the schema corpus, upstream's GBNF test vectors), each grammar is walked on
+under each tool choice, the schema corpus, upstream's GBNF test vectors, the fuzzer's random schemas
+and GBNF), each grammar is walked on
 both engines (``llamact.engine.grammar_equality``): its drives (a rendered tool call, upstream's
 passing strings), then seeded random walks, comparing at every step the allowed set over the whole
 vocabulary, end-of-generation tokens included. Prints, per grammar class: grammars, steps, tokens
@@ -18,13 +20,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from llamact import LlamaEngine, ModelParams, models
 from llamact.engine.grammar_equality import CaseResult, compare_grammar
-from llamact.parity.grammar_corpus import schema_cases, template_cases, upstream_gbnf_cases
+from llamact.parity.grammar_corpus import fuzz_cases, schema_cases, template_cases, upstream_gbnf_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_CPP = ROOT / "vendor" / "llama.cpp"
@@ -40,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--walks", type=int, default=1, help="seeded random walks per grammar (after its drives)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default="template,schema,upstream")
+    ap.add_argument("--only", default="template,schema,upstream,fuzz")
+    ap.add_argument("--fuzz", type=int, default=200, help="random schemas and random GBNF grammars, each")
     ap.add_argument("--limit", type=int, default=0, help="at most this many grammars per corpus (0: all)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)   # the fuzzer's schemas warn about patterns they cannot hold
     path = models.smollm2_path() if args.model == "smollm2" else models.gemma3_path()
     kinds = set(args.only.split(","))
     results: list[CaseResult] = []
@@ -56,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             corpora.append(schema_cases(engine))
         if "upstream" in kinds:
             corpora.append(upstream_gbnf_cases(engine, LLAMA_CPP))
+        if "fuzz" in kinds:
+            corpora.append(fuzz_cases(engine, args.fuzz, args.seed))
         for corpus in corpora:
             for i, case in enumerate(corpus):
                 if args.limit and i >= args.limit:
@@ -63,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 result = compare_grammar(engine, case, steps=args.steps, random_walks=args.walks, seed=args.seed)
                 results.append(result)
                 mark = "skip" if result.skipped else ("equal" if result.equal else "DIFF")
-                print(f"{mark:5} {result.name} [{result.cls}] steps={result.steps} {result.seconds:.1f}s"
+                print(f"{mark:5} {result.name} [{result.cls}] steps={result.steps} lexemes={result.lexemes} "
+                      f"{result.seconds:.1f}s" + (f" (char-level: {result.fallback})" if result.fallback else "")
                       + (f" ({result.skipped})" if result.skipped else ""), file=sys.stderr, flush=True)
                 for d in result.differences[:2]:
                     print(f"      {d.walk} step {d.step}: llama only {d.n_only_llama} "
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([{
             "name": r.name, "class": r.cls, "steps": r.steps, "equal_steps": r.equal_steps,
             "tokens_compared": r.tokens_compared, "ended": r.ended, "skipped": r.skipped, "seconds": r.seconds,
+            "lexemes": r.lexemes, "fallback": r.fallback,
             "differences": [d.__dict__ for d in r.differences]} for r in results], indent=1))
     return 0
 

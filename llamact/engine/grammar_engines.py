@@ -24,16 +24,18 @@ from ..grammar.engines import (
     LlguidanceTokenizer,
     TokenVocabulary,
     check_engine_name,
+    engine_limits,
     grammar_class,
     llguidance_unavailable,
     log_choice,
 )
 from ..grammar.engines.lazy import TriggerPatternError, compile_trigger_patterns
+from ..grammar.limits import GrammarLimits, default_limits
 from ..native import sampler as s
 from ..native.matcher_grammar import MatcherGrammar
 from ..native.model import Model
 
-__all__ = ["choose_grammar_engine", "grammar_sampler_spec", "llguidance_tokenizer"]
+__all__ = ["choose_grammar_engine", "grammar_limits_for", "grammar_sampler_spec", "llguidance_tokenizer"]
 
 log = logging.getLogger("llamact.grammar")
 
@@ -73,6 +75,8 @@ def choose_grammar_engine(requested: str, cls: str) -> EngineChoice:
     requested = check_engine_name(requested)
     if requested == "llama":
         return EngineChoice("llama", "grammar_engine='llama' asked for it")
+    if requested == "auto" and cls not in PROVEN_CLASSES:
+        return EngineChoice("llama", f"auto: the {cls!r} class is not proven equal to llama.cpp's engine")
     unavailable = llguidance_unavailable()
     if unavailable is not None:
         if not _WARNED.is_set():
@@ -81,9 +85,17 @@ def choose_grammar_engine(requested: str, cls: str) -> EngineChoice:
         return EngineChoice("llama", f"llguidance cannot be loaded ({unavailable})")
     if requested == "llguidance":
         return EngineChoice("llguidance", "grammar_engine='llguidance' asked for it")
-    if cls in PROVEN_CLASSES:
-        return EngineChoice("llguidance", f"auto: the {cls!r} class is proven equal to llama.cpp's engine")
-    return EngineChoice("llama", f"auto: the {cls!r} class is not proven equal to llama.cpp's engine")
+    return EngineChoice("llguidance", f"auto: the {cls!r} class is proven equal to llama.cpp's engine")
+
+
+def grammar_limits_for(requested: str, cls: str = "user") -> GrammarLimits | None:
+    """The front end's limits for a grammar of class ``cls`` on the engine ``requested`` picks for it:
+    all of them on llama.cpp's engine (None: the process default), only size and nesting on
+    llguidance's (its own parser limits bound the rest). A grammar ``auto`` sends to llguidance that
+    llguidance then cannot convert goes to llama.cpp's engine, whose build checks all the limits."""
+    if choose_grammar_engine(requested, cls).engine == "llama":
+        return None
+    return engine_limits(default_limits())
 
 
 def grammar_sampler_spec(model: Model, text: str, *, engine: str = "auto", kind: str = "user", root: str = "root",

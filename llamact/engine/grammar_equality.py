@@ -28,7 +28,7 @@ from ..errors import LlamaException
 from ..native import sampler as s
 from ..native.matcher_grammar import GrammarProbe
 from ..native.model import Model
-from .grammar_engines import grammar_sampler_spec
+from .grammar_engines import grammar_sampler_spec, llguidance_tokenizer
 
 __all__ = ["CaseResult", "GrammarCase", "StepDifference", "compare_grammar"]
 
@@ -65,6 +65,8 @@ class CaseResult:
     differences: list[StepDifference] = field(default_factory=list)
     skipped: str | None = None          # why the case was not compared (an engine refuses the grammar)
     seconds: float = 0.0
+    lexemes: int = 0                    # llguidance lexemes of the conversion (0: one code point per lexeme)
+    fallback: str | None = None         # why the conversion went one code point per lexeme
 
     @property
     def equal(self) -> bool:
@@ -147,6 +149,8 @@ def compare_grammar(source: Any, case: GrammarCase, *, steps: int = 32, random_w
     try:
         for label, drive in walks:
             _walk(model, case, result, label, drive, steps, rng)
+        conversion = llguidance_tokenizer(model).compile(case.grammar).conversion   # a cache hit
+        result.lexemes, result.fallback = conversion.lexemes, conversion.fallback
     except LlamaException as exc:
         if result.steps == 0:
             result.skipped = exc.message

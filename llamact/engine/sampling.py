@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import LlamaInferenceException, LlamaSamplerParameterException
 from ..native import sampler as s
 from ..native.model import Model
-from .grammar_engines import grammar_sampler_spec
+from .grammar_engines import grammar_limits_for, grammar_sampler_spec
 from .params import SAMPLER_NAMES, GenerationParams
 
 
@@ -58,14 +58,14 @@ def sampler_specs(p: GenerationParams, model: Model | None = None) -> list[s.Sam
 def check_grammar(text: str, engine: str = "llama") -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
     m > n, and explains other errors only on stderr. Our front end rejects both with the place.
-    Under ``engine`` "llama" all the limits apply; otherwise the engine that runs the grammar checks
-    its costs itself (syntax, size and nesting are checked here for every engine)."""
-    from ..grammar.engines import engine_limits
+    The limits are those of the engine ``engine`` picks for a caller's grammar
+    (``grammar_engines.grammar_limits_for``): all of them on llama.cpp's, size and nesting on
+    llguidance's."""
     from ..grammar.gbnf import GbnfError
-    from ..grammar.limits import GrammarLimitError, check_grammar_limits, default_limits
+    from ..grammar.limits import GrammarLimitError, check_grammar_limits
 
     try:
-        check_grammar_limits(text, None if engine == "llama" else engine_limits(default_limits()))
+        check_grammar_limits(text, grammar_limits_for(engine))
     except GrammarLimitError:
         raise
     except GbnfError as exc:

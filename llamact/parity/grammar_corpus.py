@@ -4,6 +4,8 @@
     schema_cases(engine)                    the schema corpus (``parity.schema_corpus``), converted
     upstream_gbnf_cases(engine, llama_cpp)  upstream's GBNF and schema test vectors
                                             (tests/test-grammar-integration.cpp), their passing strings as drives
+    fuzz_cases(engine, count, seed)         the fuzzer's random schemas and random GBNF (parity.fuzz), those
+                                            llamact's front end accepts and that match text only
 
 Each case is a ``GrammarCase``: the grammar as the sampler receives it (the template's, after the
 server's trigger processing: ``chat_sampling_plan``), its class (``grammar.engines.choice``), the
@@ -14,6 +16,7 @@ would write: a rendered tool call (what fires a lazy grammar), upstream's passin
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from .cpp_source import call_sites as _call_sites
 from .scenarios import CALL_WEATHER, TOOLS, USER
 from .schema_corpus import SCHEMA_CORPUS
 
-__all__ = ["TOOL_CHOICES", "schema_cases", "template_cases", "upstream_gbnf_cases"]
+__all__ = ["TOOL_CHOICES", "fuzz_cases", "schema_cases", "template_cases", "upstream_gbnf_cases"]
 
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 TOOL_CHOICES: dict[str, Any] = {"auto": "auto", "required": "required", "named": NAMED}
@@ -147,3 +150,33 @@ def upstream_gbnf_cases(engine: Any, llama_cpp_dir: Path) -> Iterator[GrammarCas
             yield GrammarCase(f"upstream/{callee}:{line}/{name}", grammar_class("user", False), text,
                               drives=tuple(d for d in drives if d))
 
+
+
+def fuzz_cases(engine: Any, count: int, seed: int = 0) -> Iterator[GrammarCase]:
+    """``count`` random schemas (converted) and ``count`` random GBNF grammars from the fuzzer's
+    generators, kept when llamact's front end accepts them under llama.cpp's limits and they match
+    no model tokens (``<[id]>``: an engine matches those apart)."""
+    from ..grammar.limits import check_grammar_limits
+    from .fuzz import gen_gbnf, gen_schema
+
+    rng = random.Random(seed)
+    for i in range(count):
+        try:
+            grammar = json_schema_to_grammar(gen_schema.schema(rng))
+            check_grammar_limits(grammar)
+        except (LlamaException, ValueError, RecursionError):
+            continue
+        yield GrammarCase(f"fuzz/schema-{seed}-{i}", grammar_class("user", False), grammar)
+    kept = 0
+    for i in range(count * 20):   # most random GBNF is damaged on purpose or matches tokens
+        if kept == count:
+            break
+        text = gen_gbnf.grammar(rng)
+        if "<[" in text:
+            continue
+        try:
+            check_grammar_limits(text)
+        except (LlamaException, ValueError, RecursionError):
+            continue
+        kept += 1
+        yield GrammarCase(f"fuzz/gbnf-{seed}-{i}", grammar_class("user", False), text)

@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse
 
 from ..chat.request import ChatRequest
 from ..engine import GenerationParams
+from ..engine.grammar_engines import grammar_limits_for
 from ..engine.logprobs import MAX_TOP_LOGPROBS, check_top_logprobs
 from ..errors import (
     LlamaContextException,
@@ -268,12 +269,13 @@ def _chat_logprobs(body: Json, tools_and_stream: bool) -> dict[str, Any]:
     return {}
 
 
-def check_grammar(text: str, field: str = "grammar") -> str:
+def check_grammar(text: str, field: str = "grammar", engine: str = "llama") -> str:
     """A grammar from a request, checked before any generation: llama-server answers one that does not
     parse with 400 ("Failed to parse grammar"); llamact's front end says where, and refuses one over
-    the server's grammar limits (``grammar.limits``) with the limit's name."""
+    the server's grammar limits (``grammar.limits``) with the limit's name -- those of the grammar
+    engine the request's ``grammar_engine`` picks (``engine.grammar_engines.grammar_limits_for``)."""
     try:
-        check_grammar_limits(text)
+        check_grammar_limits(text, grammar_limits_for(engine))
     except GrammarLimitError as exc:
         raise RequestError(f"'{field}': {exc}") from None
     except GbnfError as exc:
@@ -304,10 +306,10 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
         options["chat_template_kwargs"] = {**defaults.template_kwargs, **(options.get("chat_template_kwargs") or {})}
     if body.get("json_schema") is not None:   # llama-server's own field: a schema for the reply
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
-    if options.get("grammar"):
-        check_grammar(options["grammar"])
-    options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     params = generation_params(body, defaults)
+    if options.get("grammar"):
+        check_grammar(options["grammar"], engine=params.grammar_engine)
+    options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body))
 
 

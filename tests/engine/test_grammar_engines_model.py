@@ -17,7 +17,8 @@ from llamact.engine.chat_sampling import chat_sampler_config
 from llamact.engine.generator import generate
 from llamact.engine.grammar_engines import choose_grammar_engine, grammar_sampler_spec, llguidance_tokenizer
 from llamact.errors import LlamaGrammarDeadEndException, LlamaInferenceException
-from llamact.grammar import json_schema_to_grammar
+from llamact.grammar import json_schema_to_grammar, parse_gbnf
+from llamact.grammar.acceptor import GbnfAcceptor
 from llamact.grammar.engines import GrammarUnfitError, llguidance_engine
 from llamact.grammar.limits import GrammarLimitError
 from llamact.native import sampler as s
@@ -85,11 +86,10 @@ def test_the_plain_prompt_paths_use_the_engine(engine: LlamaEngine) -> None:
     assert isinstance(grammar_sampler_spec(engine.model, grammar, engine="llama"), s.Grammar)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42, open: on a 2,000-value enum llguidance's mask admits a token its "
-                   "validate_tokens then refuses (the guide stops: 'the sampled token is not admitted by the grammar')")
 def test_llamas_cost_limits_do_not_bind_llguidance(engine: LlamaEngine) -> None:
     """A 2,000-value enum is over llama.cpp's alternatives limit (a full pass over the vocabulary per
-    refused token costs ~0.6 s there); llguidance runs it under its own limits."""
+    refused token costs ~0.6 s there); llguidance runs it under its own limits. (It once ended with
+    "the sampled token is not admitted": see the next test.)"""
     values = [f"value-{i}" for i in range(2000)]
     request = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"enum": values}}}}
     with pytest.raises(GrammarLimitError, match="max_alternatives"):
@@ -97,21 +97,71 @@ def test_llamas_cost_limits_do_not_bind_llguidance(engine: LlamaEngine) -> None:
     assert json.loads(_text(engine, "llguidance", **dict(request))) in values
 
 
+def test_an_end_token_is_allowed_once_the_grammar_has_matched_all_it_can(engine: LlamaEngine) -> None:
+    """llguidance stops its matcher by itself once nothing may follow; from then on its
+    validate_tokens refuses every token, the end tokens too, while its mask allows exactly those. The
+    single-token check must say what the mask says, or the guide refuses the end it then samples."""
+    matcher = llguidance_tokenizer(engine.model).compile('root ::= "ab"').matcher()
+    for token in engine.tokenize("ab", add_special=False):
+        assert matcher.allows(token)
+        matcher.accept(token)
+    eog = next(t for t in range(engine.n_vocab) if engine.model.vocab.is_eog(t))
+    assert matcher.allowed()[eog] and matcher.allows(eog)
+    assert not matcher.allows(engine.tokenize("a", add_special=False)[0])
+
+
+@pytest.mark.parametrize("size", [10_000])
+def test_a_large_enum_is_one_lexeme_on_llguidance(engine: LlamaEngine, size: int) -> None:
+    """Over llama.cpp's limits tenfold, it compiles to one lexeme (not one parser symbol per
+    character) and answers a value."""
+    values = [f"value-{i}" for i in range(size)]
+    schema = {"enum": values}
+    compiled = llguidance_tokenizer(engine.model).compile(json_schema_to_grammar(schema))
+    assert compiled.conversion.lexemes == 1 and compiled.conversion.fallback is None
+    request = {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    assert json.loads(_text(engine, "llguidance", **request)) in values
+
+
+def test_a_100kb_schema_runs_on_llguidance(engine: LlamaEngine) -> None:
+    """A ~100 KB schema (350 optional properties, each an object of 8): over llama.cpp's depth limit
+    (its optional properties are a chain of 350 rules, which llama.cpp's stack expansion recurses
+    through); the converter walks rules iteratively and llguidance runs it as one lexeme."""
+    kinds = ["string", "integer", "boolean"]
+    props = {f"field_{i}": {"type": "object", "properties": {f"sub_{j}": {"type": kinds[j % 3]} for j in range(8)}}
+             for i in range(350)}
+    schema = {"type": "object", "properties": props, "required": ["field_0"]}
+    assert 100_000 < len(json.dumps(schema)) < 120_000
+    grammar = json_schema_to_grammar(schema)
+    with pytest.raises(GrammarLimitError, match="max_depth"):
+        engine.complete("JSON:", GenerationParams(grammar=grammar, max_tokens=2, grammar_engine="llama"))
+    assert llguidance_tokenizer(engine.model).compile(grammar).conversion.lexemes == 1
+    params = GenerationParams(grammar=grammar, max_tokens=24, grammar_engine="llguidance")
+    text = engine.complete("JSON:", params).text
+    assert text.startswith("{") and GbnfAcceptor(parse_gbnf(grammar)).is_viable_prefix(text)
+
+
 DEEP_PARENS = "root ::= " + "(" * 20000 + '"a"' + ")" * 20000
 RULE_CHAIN = "\n".join([f'r{i} ::= r{i + 1} "x"' for i in range(20000)] + ['r20000 ::= "a"', "root ::= r0"])
+RIGHT_CHAIN = "\n".join([f'r{i} ::= "x" r{i + 1}' for i in range(5000)] + ['r5000 ::= "a"', "root ::= r0"])
+CYCLE = "\n".join([f'r{i} ::= "x" r{i + 1} | "y"' for i in range(5000)] + ['r5000 ::= "a" r0', "root ::= r0"])
 HUGE_REPEAT = "root ::= " + " ".join(['("abcdefghij"){2000}'] * 60)
 
 
 @pytest.mark.parametrize(("grammar", "on_llama", "on_llguidance"), [
-    (DEEP_PARENS, GrammarLimitError, GrammarLimitError), (RULE_CHAIN, GrammarLimitError, GrammarLimitError),
+    (DEEP_PARENS, GrammarLimitError, GrammarLimitError), (RULE_CHAIN, GrammarLimitError, GrammarUnfitError),
+    (RIGHT_CHAIN, None, GrammarUnfitError), (CYCLE, None, GrammarUnfitError),
     (json_schema_to_grammar({"enum": [f"value-{i}" for i in range(100_000)]}), GrammarLimitError, GrammarLimitError),
     (HUGE_REPEAT, GrammarLimitError, None), ('root ::= "a" root2', LlamaInferenceException, LlamaInferenceException),
-], ids=["parens-20000", "rule-chain-20000", "enum-100000", "repetitions-1.2M", "undefined-rule"])
-def test_hostile_grammars_are_refused_on_both_engines(engine: LlamaEngine, grammar: str, on_llama: type[Exception],
+], ids=["parens-20000", "rule-chain-20000", "right-chain-5000", "cycle-5000", "enum-100000", "repetitions-1.2M",
+        "undefined-rule"])
+def test_hostile_grammars_are_refused_on_both_engines(engine: LlamaEngine, grammar: str,
+                                                      on_llama: type[Exception] | None,
                                                       on_llguidance: type[Exception] | None) -> None:
     """Refused before any token, a typed error the server answers 400: the front end's size and
-    nesting limits on both engines. llama.cpp's elements limit does not bind llguidance, which runs
-    a grammar of 1.2M expanded elements under its own limits."""
+    nesting limits on both engines, and on llguidance the depth its compiler recurses to (a chain of
+    5,000 rules, nested at any position, overflows its stack: the process died). llama.cpp's
+    elements limit does not bind llguidance, which runs a grammar of 1.2M expanded elements under
+    its own limits; llama.cpp runs the chains that are not left-nested."""
     for grammar_engine, expected in (("llama", on_llama), ("llguidance", on_llguidance)):
         params = GenerationParams(grammar=grammar, max_tokens=2, grammar_engine=grammar_engine)
         if expected is None:

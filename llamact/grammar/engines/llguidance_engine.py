@@ -35,7 +35,8 @@ from ...errors import LlamaInferenceException
 from ..gbnf import GbnfError
 from ..limits import GrammarLimits, check_grammar_limits, default_limits
 from .lazy import LazyMatcher, compile_trigger_patterns
-from .to_lark import CharLarkError, gbnf_to_char_lark
+from .lexeme_plan import nesting_depth
+from .to_lark import CharLarkError, LarkConversion, gbnf_to_lark
 
 __all__ = ["CompiledGrammar", "GbnfError", "GrammarUnfitError", "LlguidanceMatcher", "LlguidanceTokenizer",
            "TokenVocabulary", "engine_limits", "llguidance_unavailable", "parser_limits"]
@@ -76,6 +77,10 @@ class GrammarUnfitError(LlamaInferenceException):
     """A grammar this engine cannot run as llama.cpp would (its converter or compiler refuses it)."""
 
 
+MAX_NESTING = 1500          # rules and groups nested along any path (lexeme_plan.nesting_depth): llguidance's
+                            # grammar compiler recurses that deep and overflows its stack (the process
+                            # dies) from ~2,000-3,000 (measured: a chain of 2,000 rules compiles, 3,000 do
+                            # not; a ~100 KB schema of 350 optional objects nests 1,079)
 MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum of N values opens N (llguidance's default 2,000)
 STEP_MAX_ITEMS = 1_000_000   # Earley items for one token's mask (~20k/ms): one code point per lexeme needs more
                              # than llguidance's 50k default on free-text rules (a template's "until" rules)
@@ -90,10 +95,12 @@ def parser_limits() -> Any:
 
 
 def engine_limits(limits: GrammarLimits) -> GrammarLimits:
-    """The front end's limits that still apply under llguidance: the text's size and nesting (the
-    converter and our parser recurse per group); alternatives and elements are llama.cpp's costs."""
+    """The front end's limits that still apply under llguidance: the text's size and its nesting of
+    parentheses (our parser recurses per group); alternatives, elements and chains of rules are
+    llama.cpp's costs (the converter walks rules iteratively; ``MAX_NESTING`` bounds llguidance's
+    own recursion, checked when the grammar is compiled)."""
     return GrammarLimits(max_bytes=limits.max_bytes, max_depth=limits.max_depth, max_alternatives=None,
-                         max_elements=None)
+                         max_elements=None, max_rule_chain=None)
 
 
 @dataclass(frozen=True)
@@ -173,23 +180,28 @@ class LlguidanceTokenizer:
     def _compile(self, text: str, root: str, limits: GrammarLimits) -> CompiledGrammar:
         assert _llg is not None
         parsed = check_grammar_limits(text, engine_limits(limits), root=root)   # GbnfError: the caller's 400
+        depth = nesting_depth(parsed)
+        if depth > MAX_NESTING:
+            raise GrammarUnfitError(f"the grammar nests rules {depth} deep, above the {MAX_NESTING} llguidance's "
+                                    "compiler can recurse through", {"nesting": depth, "maximum": MAX_NESTING})
         try:
-            lark = gbnf_to_char_lark(parsed, root, GRAMMAR_OPTIONS)
+            conversion = gbnf_to_lark(parsed, root, GRAMMAR_OPTIONS)
         except CharLarkError as exc:
             raise GrammarUnfitError(exc.message) from None
-        matcher = _llg.LLMatcher(self.native, lark, log_level=0, limits=parser_limits())
+        matcher = _llg.LLMatcher(self.native, conversion.text, log_level=0, limits=parser_limits())
         if matcher.is_error():
             raise GrammarUnfitError(f"llguidance refuses the grammar: {matcher.get_error()}",
                                     {"native_error": matcher.get_error()})
-        return CompiledGrammar(self, lark, matcher)
+        return CompiledGrammar(self, conversion, matcher)
 
 
 class CompiledGrammar:
     """One grammar compiled for one vocabulary; ``matcher()`` starts a generation on it."""
 
-    def __init__(self, tokenizer: LlguidanceTokenizer, lark: str, pristine: Any) -> None:
+    def __init__(self, tokenizer: LlguidanceTokenizer, conversion: LarkConversion, pristine: Any) -> None:
         self.tokenizer = tokenizer
-        self.lark = lark
+        self.conversion = conversion
+        self.lark = conversion.text
         self._pristine = pristine
 
     def matcher(self, trigger_patterns: Sequence[str] = (), trigger_tokens: Sequence[int] = ()) -> Any:
@@ -208,14 +220,26 @@ class LlguidanceMatcher:
         self._m = matcher
         self._tokenizer = tokenizer
         self._n = tokenizer.n_vocab
+        self._eog = tokenizer.eog
+        self._asked = (-1, False)   # the last token asked about and the answer: the guide asks twice
 
     def _check(self) -> None:
         if self._m.is_error():
             raise LlamaInferenceException(f"llguidance: {self._m.get_error()}")
 
     def allows(self, token: int) -> bool:
-        self._check()
-        return bool(self._m.validate_tokens([token]) == 1)
+        # an end token: whether the grammar may end. Not validate_tokens: once the grammar has matched
+        # all it can (llguidance "stops" itself), validate_tokens refuses every token, the end tokens
+        # included, while the mask allows exactly those -- the mismatch that ended a 2,000-value enum
+        # with "the sampled token is not admitted by the grammar"
+        if token == self._asked[0]:
+            return self._asked[1]
+        if token in self._eog:
+            answer = bool(self._m.is_accepting())
+        else:
+            answer = self._m.validate_tokens([token]) == 1
+        self._asked = (token, answer)
+        return answer
 
     def allowed(self) -> np.ndarray:
         self._check()
@@ -226,16 +250,19 @@ class LlguidanceMatcher:
         return np.unpackbits(bits, bitorder="little")[: self._n].view(bool)
 
     def accept(self, token: int) -> None:
+        self._asked = (-1, False)
         if not self._m.consume_token(token):
             raise LlamaInferenceException(f"llguidance refused token {token}: {self._m.get_error()}")
 
     def accept_bytes(self, data: bytes) -> None:
         """Read ``data`` (a lazy grammar's trigger text) as whatever tokens spell it."""
+        self._asked = (-1, False)
         tokens = self._tokenizer.native.tokenize_bytes(data)
         if not self._m.consume_tokens(tokens):
             raise LlamaInferenceException(f"llguidance refused the trigger text {data[:80]!r}: {self._m.get_error()}")
 
     def reset(self) -> None:
+        self._asked = (-1, False)
         self._m.reset()
 
     def copy(self) -> LlguidanceMatcher:
