@@ -4,7 +4,8 @@
 For each case (a 6-field object, a named tool call, ``tool_choice: required`` over 50 tools, an enum
 of N values, a ~100 KB schema) the same chat request runs through the generation's own sampler
 (``chat_sampler_config`` + ``generate``) three ways, interleaved: free (the same prompt, no
-grammar), ``grammar_engine="llama"`` and ``"llguidance"``; with ``--server``, the same request also
+grammar), ``grammar_engine="llama"`` and ``"llguidance"`` (tokens/s, and the same ratio on this
+process's CPU time, steadier on a loaded machine); with ``--server``, the same request also
 goes to llama-server at the pin (free and constrained, its own ``predicted_per_second``). Printed per
 case: tokens/s of each with the constrained/free ratio, llguidance over llama-server's constrained
 tokens/s, the sampler build time of the first request (the grammar's compile) and of a cached one,
@@ -84,8 +85,10 @@ def _params(sampled: bool, tokens: int, grammar_engine: str) -> GenerationParams
 
 
 def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None, tokens: int, sampled: bool
-        ) -> tuple[list[int], float, float]:
-    """(tokens, seconds a token after the first, seconds building the sampler)."""
+        ) -> tuple[list[int], float, float, float]:
+    """(tokens, seconds a token after the first, process CPU seconds a token after the first,
+    seconds building the sampler). CPU time counts what this process spends whatever else the
+    machine runs (the decode thread and the sampler's callbacks)."""
     request = dict(request if grammar_engine else _free(request))
     if "tools" in request:
         request["custom_template"] = HERMES.read_text()
@@ -98,15 +101,16 @@ def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None
         prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
         engine.context.memory_clear()
         out: list[int] = []
-        start = time.perf_counter()
-        first = None
+        start, cpu_start = time.perf_counter(), time.process_time()
+        first = cpu_first = None
         for chunk in generate(engine.context, sampling.sampler, prompt, tokens, (), False):
             if first is None:   # the prompt's evaluation is not decoding
-                first = time.perf_counter()
+                first, cpu_first = time.perf_counter(), time.process_time()
             if chunk.token is not None:
                 out.append(chunk.token)
-        end = time.perf_counter()
-    return out, (end - (first or start)) / max(1, len(out) - 1), built
+        end, cpu_end = time.perf_counter(), time.process_time()
+    n = max(1, len(out) - 1)
+    return out, (end - (first or start)) / n, (cpu_end - (cpu_first or cpu_start)) / n, built
 
 
 def server_run(server: LlamaServer, request: dict[str, Any], constrained: bool, tokens: int, sampled: bool
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.cases.split(","):
             request = table[name]
             per: dict[str, list[float]] = {label: [] for label in ["free", *engines]}
+            cpu: dict[str, list[float]] = {label: [] for label in ["free", *engines]}
             builds: dict[str, list[float]] = {label: [] for label in engines}
             toks: dict[str, list[int]] = {}
             errors: dict[str, str] = {}
@@ -165,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
                     if label in errors:
                         continue
                     try:
-                        out, per_token, built = run(engine, request, None if label == "free" else label,
-                                                    args.tokens, args.sampled)
+                        out, per_token, cpu_token, built = run(engine, request, None if label == "free" else label,
+                                                               args.tokens, args.sampled)
                     except Exception as exc:  # noqa: BLE001 - a refused case is a result of the bench
                         errors[label] = f"{type(exc).__name__}: {str(exc)[:80]}"
                         continue
                     per[label].append(per_token)
+                    cpu[label].append(cpu_token)
                     if label in builds:
                         builds[label].append(built)
                     toks[label] = out
@@ -178,13 +184,16 @@ def main(argv: list[str] | None = None) -> int:
             if name in on_server:
                 server_cell, versus = _server_cells(path, name, request, args, per)
 
-            def rate(label: str, per: dict[str, list[float]] = per, errors: dict[str, str] = errors) -> str:
+            def rate(label: str, per: dict[str, list[float]] = per, cpu: dict[str, list[float]] = cpu,
+                     errors: dict[str, str] = errors) -> str:
                 if label in errors:
                     return f"refused ({errors[label]})"
                 tps = 1 / statistics.median(per[label])
                 if label == "free" or "free" in errors:
                     return f"{tps:.1f}"
-                return f"{tps:.1f} ({statistics.median(per['free']) / statistics.median(per[label]):.2f}x)"
+                wall = statistics.median(per["free"]) / statistics.median(per[label])
+                on_cpu = statistics.median(cpu["free"]) / statistics.median(cpu[label])
+                return f"{tps:.1f} ({wall:.2f}x; CPU {on_cpu:.2f}x)"
 
             def build(label: str, builds: dict[str, list[float]] = builds) -> str:
                 b = builds[label]

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import LlamaInferenceException
+from ...errors import LlamaInferenceException, LlamaRequestException
 from ..gbnf import GbnfError
 from ..limits import GrammarLimits, check_grammar_limits, default_limits
 from .lazy import LazyMatcher, compile_trigger_patterns
@@ -73,25 +73,31 @@ def llguidance_unavailable() -> str | None:
     return _UNAVAILABLE
 
 
-class GrammarUnfitError(LlamaInferenceException):
-    """A grammar this engine cannot run as llama.cpp would (its converter or compiler refuses it)."""
+class GrammarUnfitError(LlamaInferenceException, LlamaRequestException):
+    """A grammar this engine cannot run as llama.cpp would (its converter or compiler refuses it):
+    the request's grammar, so a server answers 400 (under ``auto`` the grammar goes to llama.cpp's
+    engine instead)."""
 
 
 MAX_NESTING = 1500          # rules and groups nested along any path (lexeme_plan.nesting_depth): llguidance's
                             # grammar compiler recurses that deep and overflows its stack (the process
                             # dies) from ~2,000-3,000 (measured: a chain of 2,000 rules compiles, 3,000 do
                             # not; a ~100 KB schema of 350 optional objects nests 1,079)
-MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum of N values opens N (llguidance's default 2,000)
+MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum split to characters opens one per value (default 2,000)
+INITIAL_LEXER_FUEL = 50_000_000   # building a grammar's lexemes (~50k/ms: <= ~1 s): a 1 MB enum is one lexeme
+                                  # of 100,000 values (llguidance's default, 1M, refuses it)
 STEP_MAX_ITEMS = 1_000_000   # Earley items for one token's mask (~20k/ms): one code point per lexeme needs more
                              # than llguidance's 50k default on free-text rules (a template's "until" rules)
 
 
 def parser_limits() -> Any:
     """llguidance's bounds on one grammar: its defaults (200k lexer fuel a token, 500k grammar symbols,
-    250k lexer states) but ``MAX_ITEMS_IN_ROW`` and ``STEP_MAX_ITEMS`` (one code point per lexeme makes
-    more Earley items); short errors."""
+    250k lexer states) but ``MAX_ITEMS_IN_ROW`` and ``STEP_MAX_ITEMS`` (the parts kept one code point
+    per lexeme -- free text, split lexemes -- make more Earley items) and ``INITIAL_LEXER_FUEL``;
+    short errors."""
     assert _llg is not None
-    return _llg.LLParserLimits(max_items_in_row=MAX_ITEMS_IN_ROW, step_max_items=STEP_MAX_ITEMS, verbose_errors=False)
+    return _llg.LLParserLimits(max_items_in_row=MAX_ITEMS_IN_ROW, step_max_items=STEP_MAX_ITEMS,
+                               initial_lexer_fuel=INITIAL_LEXER_FUEL, verbose_errors=False)
 
 
 def engine_limits(limits: GrammarLimits) -> GrammarLimits:
