@@ -118,6 +118,6 @@ def grammar_sampler_spec(model: Model, text: str, *, engine: str = "auto", kind:
             log_choice(text, choice)
             del patterns   # checked above; the matcher compiles its own copy
             return MatcherGrammar(lambda: compiled.matcher(trigger_patterns, trigger_tokens), lazy=lazy,
-                                  label="llguidance")
+                                  label="llguidance", grammar=text, root=root)
     log_choice(text, choice)
     return s.Grammar(text, root, trigger_patterns=trigger_patterns, trigger_tokens=trigger_tokens)

@@ -190,11 +190,14 @@ def failure_of(smpl: int) -> str | None:
 class MatcherGrammar(SamplerSpec):
     """A grammar run by a ``TokenMatcher`` (``factory()`` makes one per sampler built). ``lazy``: the
     matcher waits for a trigger (a lazy grammar stays out of thoughts, as llama.cpp's does);
-    ``label`` names the grammar engine in messages."""
+    ``label`` names the grammar engine in messages; ``grammar`` / ``root``: the GBNF it runs, as
+    ``sampler.Grammar`` has them (the speculator's grammar drafts read it)."""
 
     factory: Callable[[], TokenMatcher]
     lazy: bool = False
     label: str = "matcher"
+    grammar: str = ""
+    root: str = "root"
     is_grammar: ClassVar[bool] = True   # a chain's grammar (SamplerChain checks accepted tokens against it)
 
     def validate(self, vocab_size: int) -> None:
