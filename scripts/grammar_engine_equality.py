@@ -70,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
                 result = compare_grammar(engine, case, steps=args.steps, random_walks=args.walks, seed=args.seed)
                 results.append(result)
                 mark = "skip" if result.skipped else ("equal" if result.equal else "DIFF")
+                if mark == "equal" and result.utf8_steps:
+                    mark = "utf8"
                 print(f"{mark:5} {result.name} [{result.cls}] steps={result.steps} lexemes={result.lexemes} "
                       f"{result.seconds:.1f}s" + (f" (char-level: {result.fallback})" if result.fallback else "")
                       + (f" ({result.skipped})" if result.skipped else ""), file=sys.stderr, flush=True)
-                for d in result.differences[:2]:
+                for d in [d for d in result.differences if d.kind != "invalid-utf8"][:2]:
                     print(f"      {d.walk} step {d.step}: llama only {d.n_only_llama} "
                           f"{[_piece(engine, t) for t in d.only_llama[:4]]}, llguidance only {d.n_only_llguidance} "
                           f"{[_piece(engine, t) for t in d.only_llguidance[:4]]}", file=sys.stderr, flush=True)
@@ -82,24 +84,33 @@ def main(argv: list[str] | None = None) -> int:
         by_class[r.cls].append(r)
     print(f"\nmodel {path.name}; {args.steps} steps a walk, {args.walks} random walk(s) + drives; "
           f"{time.perf_counter() - start:.0f} s")
-    print("| class | grammars | skipped | steps | tokens compared | equal steps | equal share | grammars differing |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| class | grammars | skipped | steps | tokens compared | equal steps | invalid-UTF-8 only (dev. 17) "
+          "| other differing steps | equal share | equal but dev. 17 | grammars differing otherwise |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for cls, rs in sorted(by_class.items()):
         compared = [r for r in rs if r.steps]
         steps = sum(r.steps for r in compared)
         equal = sum(r.equal_steps for r in compared)
+        utf8 = sum(r.utf8_steps for r in compared)
         tokens = sum(r.tokens_compared for r in compared)
-        differing = [r.name for r in compared if r.equal_steps != r.steps]
+        differing = [r.name for r in compared if not r.equal]
         share = f"{equal / steps:.4%}" if steps else "-"
-        print(f"| {cls} | {len(rs)} | {sum(1 for r in rs if r.skipped)} | {steps} | {tokens:,} | {equal} | {share} "
-              f"| {len(differing)} |")
+        modulo = f"{(equal + utf8) / steps:.4%}" if steps else "-"
+        print(f"| {cls} | {len(rs)} | {sum(1 for r in rs if r.skipped)} | {steps} | {tokens:,} | {equal} | {utf8} "
+              f"| {steps - equal - utf8} | {share} | {modulo} | {len(differing)} |")
+    fallbacks = [f"{cls}: {sum(1 for r in rs if r.fallback)} of {len(rs)}" for cls, rs in sorted(by_class.items())]
+    print("\nconverted one code point per lexeme (over the planner's bounds): " + ", ".join(fallbacks))
+    for r in results:
+        if r.steps and not r.equal:
+            print(f"differs {r.name}: {[d.__dict__ for d in r.differences if d.kind != 'invalid-utf8'][:1]}")
     for r in results:
         if r.skipped:
             print(f"skipped {r.name}: {r.skipped}")
     if args.json:
         args.json.write_text(json.dumps([{
             "name": r.name, "class": r.cls, "steps": r.steps, "equal_steps": r.equal_steps,
-            "tokens_compared": r.tokens_compared, "ended": r.ended, "skipped": r.skipped, "seconds": r.seconds,
+            "tokens_compared": r.tokens_compared, "utf8_steps": r.utf8_steps, "ended": r.ended,
+            "skipped": r.skipped, "seconds": r.seconds,
             "lexemes": r.lexemes, "fallback": r.fallback,
             "differences": [d.__dict__ for d in r.differences]} for r in results], indent=1))
     return 0

@@ -30,7 +30,7 @@ from ..native.matcher_grammar import GrammarProbe
 from ..native.model import Model
 from .grammar_engines import grammar_sampler_spec, llguidance_tokenizer
 
-__all__ = ["CaseResult", "GrammarCase", "StepDifference", "compare_grammar"]
+__all__ = ["INVALID_UTF8", "CaseResult", "GrammarCase", "StepDifference", "compare_grammar"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class GrammarCase:
     drives: tuple[tuple[int, ...], ...] = ()    # token sequences to follow while both engines allow them
 
 
+INVALID_UTF8 = "invalid-utf8"   # deviation 17: llama.cpp admits a continuation byte that makes invalid UTF-8
+
+
 @dataclass(frozen=True)
 class StepDifference:
     walk: str
@@ -52,6 +55,30 @@ class StepDifference:
     only_llguidance: tuple[int, ...]
     n_only_llama: int
     n_only_llguidance: int
+    kind: str = "other"                # INVALID_UTF8: only that (deviation 17); "other": a real difference
+
+
+def _open_sequence(text: bytes) -> bool:
+    """Whether ``text`` ends inside a UTF-8 sequence (a lead byte and fewer continuation bytes than
+    it announces)."""
+    for back in range(1, min(4, len(text)) + 1):
+        byte = text[-back]
+        if byte & 0xC0 == 0x80:
+            continue
+        need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+        return need > back
+    return False
+
+
+def _kind(text: bytes, only_llama: np.ndarray, only_llguidance: np.ndarray, pieces: Any) -> str:
+    """INVALID_UTF8 when the output so far ends inside a UTF-8 sequence and every token only llama.cpp
+    allows goes on with a continuation byte: llama.cpp's grammar decodes bytes without checking
+    (a surrogate, an overlong form, a value past U+10FFFF matches a class by its value); llguidance
+    admits valid UTF-8 only."""
+    if len(only_llguidance) or not _open_sequence(text):
+        return "other"
+    return INVALID_UTF8 if all(pieces(int(t))[:1] and pieces(int(t))[0] & 0xC0 == 0x80 for t in only_llama) \
+        else "other"
 
 
 @dataclass
@@ -61,6 +88,7 @@ class CaseResult:
     steps: int = 0
     tokens_compared: int = 0
     equal_steps: int = 0
+    utf8_steps: int = 0                 # steps that differ only by INVALID_UTF8 (deviation 17)
     ended: int = 0                      # walks that reached an end-of-generation token
     differences: list[StepDifference] = field(default_factory=list)
     skipped: str | None = None          # why the case was not compared (an engine refuses the grammar)
@@ -70,7 +98,8 @@ class CaseResult:
 
     @property
     def equal(self) -> bool:
-        return self.skipped is None and self.equal_steps == self.steps
+        """Equal at every step but where deviation 17 applies."""
+        return self.skipped is None and self.equal_steps + self.utf8_steps == self.steps
 
 
 def _probes(model: Model, case: GrammarCase) -> tuple[GrammarProbe, GrammarProbe]:
@@ -97,7 +126,12 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
           steps: int, rng: random.Random) -> None:
     llama, guidance = _probes(model, case)
     vocab = model.vocab
+
+    def piece(token: int) -> bytes:
+        return bytes(vocab.token_to_piece(token, special=True))
+
     eog = [t for t in range(vocab.n_tokens) if vocab.is_eog(t)]
+    text = b"".join(piece(t) for t in case.prefill)
     try:
         position = 0
         for step in range(steps):
@@ -110,8 +144,12 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
             else:
                 only_a = np.nonzero(a & ~b)[0]
                 only_b = np.nonzero(b & ~a)[0]
+                kind = _kind(text, only_a, only_b, piece)
+                if kind == INVALID_UTF8:
+                    result.utf8_steps += 1
                 result.differences.append(StepDifference(label, step, tuple(int(t) for t in only_a[:8]),
-                                                         tuple(int(t) for t in only_b[:8]), len(only_a), len(only_b)))
+                                                         tuple(int(t) for t in only_b[:8]), len(only_a), len(only_b),
+                                                         kind))
             both = a & b
             if position < len(drive) and both[drive[position]]:
                 token = int(drive[position])
@@ -131,6 +169,7 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
                 return
             llama.accept(token)
             guidance.accept(token)
+            text += piece(token)
     finally:
         llama.close()
         guidance.close()
