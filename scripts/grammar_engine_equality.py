@@ -37,6 +37,14 @@ def _piece(engine: LlamaEngine, token: int) -> str:
     return f"{token}:{engine.token_piece(token)!r}"
 
 
+def _write(path: Path, results: list[CaseResult]) -> None:
+    path.write_text(json.dumps([{
+        "name": r.name, "class": r.cls, "steps": r.steps, "equal_steps": r.equal_steps,
+        "tokens_compared": r.tokens_compared, "utf8_steps": r.utf8_steps, "ended": r.ended,
+        "skipped": r.skipped, "seconds": r.seconds, "lexemes": r.lexemes, "fallback": r.fallback,
+        "differences": [d.__dict__ for d in r.differences]} for r in results], indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2", choices=("smollm2", "gemma3"))
@@ -69,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 result = compare_grammar(engine, case, steps=args.steps, random_walks=args.walks, seed=args.seed)
                 results.append(result)
+                if args.json:   # after every case: a run cut short keeps what it measured
+                    _write(args.json, results)
                 mark = "skip" if result.skipped else ("equal" if result.equal else "DIFF")
                 if mark == "equal" and result.utf8_steps:
                     mark = "utf8"
@@ -93,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         equal = sum(r.equal_steps for r in compared)
         utf8 = sum(r.utf8_steps for r in compared)
         tokens = sum(r.tokens_compared for r in compared)
-        differing = [r.name for r in compared if not r.equal]
+        differing = [r.name for r in compared if r.equal_steps + r.utf8_steps != r.steps]
         share = f"{equal / steps:.4%}" if steps else "-"
         modulo = f"{(equal + utf8) / steps:.4%}" if steps else "-"
         print(f"| {cls} | {len(rs)} | {sum(1 for r in rs if r.skipped)} | {steps} | {tokens:,} | {equal} | {utf8} "
@@ -101,18 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     fallbacks = [f"{cls}: {sum(1 for r in rs if r.fallback)} of {len(rs)}" for cls, rs in sorted(by_class.items())]
     print("\nconverted one code point per lexeme (over the planner's bounds): " + ", ".join(fallbacks))
     for r in results:
-        if r.steps and not r.equal:
+        if r.steps and r.equal_steps + r.utf8_steps != r.steps:
             print(f"differs {r.name}: {[d.__dict__ for d in r.differences if d.kind != 'invalid-utf8'][:1]}")
     for r in results:
         if r.skipped:
             print(f"skipped {r.name}: {r.skipped}")
-    if args.json:
-        args.json.write_text(json.dumps([{
-            "name": r.name, "class": r.cls, "steps": r.steps, "equal_steps": r.equal_steps,
-            "tokens_compared": r.tokens_compared, "utf8_steps": r.utf8_steps, "ended": r.ended,
-            "skipped": r.skipped, "seconds": r.seconds,
-            "lexemes": r.lexemes, "fallback": r.fallback,
-            "differences": [d.__dict__ for d in r.differences]} for r in results], indent=1))
     return 0
 
 

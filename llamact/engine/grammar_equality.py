@@ -44,7 +44,14 @@ class GrammarCase:
     drives: tuple[tuple[int, ...], ...] = ()    # token sequences to follow while both engines allow them
 
 
-INVALID_UTF8 = "invalid-utf8"   # deviation 17: llama.cpp admits a continuation byte that makes invalid UTF-8
+SLOW_STEP_S = 10.0   # a step of llama.cpp's grammar slower than this ends the case (a fuzzer's grammar that
+                     # makes its parse stacks explode: the next step could take hours)
+INVALID_UTF8 = "invalid-utf8"
+
+
+class _TooSlow(LlamaException):
+    pass
+   # deviation 17: llama.cpp admits a continuation byte that makes invalid UTF-8
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,12 @@ def _walk(model: Model, case: GrammarCase, result: CaseResult, label: str, drive
     try:
         position = 0
         for step in range(steps):
+            started = time.perf_counter()
             a = llama.allowed()
+            slow = time.perf_counter() - started
+            if slow > SLOW_STEP_S:   # llama.cpp's parse stacks grow exponentially on some grammars
+                raise _TooSlow(f"llama.cpp's grammar took {slow:.0f} s for one step (its parse stacks explode on "
+                               "this grammar): the walk stops here")
             b = guidance.allowed()
             result.steps += 1
             result.tokens_compared += len(a)
