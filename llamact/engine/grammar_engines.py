@@ -16,7 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Callable
+from typing import Any
 
+from ..errors import LlamaInferenceException
 from ..grammar.engines import (
     PROVEN_CLASSES,
     EngineChoice,
@@ -32,7 +35,7 @@ from ..grammar.engines import (
 from ..grammar.engines.lazy import TriggerPatternError, compile_trigger_patterns
 from ..grammar.limits import GrammarLimits, default_limits
 from ..native import sampler as s
-from ..native.matcher_grammar import MatcherGrammar
+from ..native.matcher_grammar import GrammarProbe, MatcherGrammar
 from ..native.model import Model
 
 __all__ = ["choose_grammar_engine", "grammar_limits_for", "grammar_sampler_spec", "llguidance_tokenizer"]
@@ -88,6 +91,71 @@ def choose_grammar_engine(requested: str, cls: str) -> EngineChoice:
     return EngineChoice("llguidance", f"auto: the {cls!r} class is proven equal to llama.cpp's engine")
 
 
+class _OverBoundsFallback:
+    """``auto``'s safety net: llguidance's matcher until one of its per-step bounds binds (a mask or a
+    token's parse over its Earley item limits: a grammar whose ambiguity llama.cpp's engine follows
+    more slowly but without bound), then llama.cpp's own grammar, the tokens read so far replayed
+    into it -- the same verdicts up to there (the proof), llama.cpp's from there on."""
+
+    def __init__(self, inner: Any, model: Model, text: str, llama_spec: Callable[[], s.Grammar]) -> None:
+        self._inner = inner
+        self._model = model
+        self._text = text
+        self._llama_spec = llama_spec
+        self._tokens: list[int] = []
+        self._llama: GrammarProbe | None = None
+
+    def _switch(self, why: str) -> GrammarProbe:
+        if self._llama is None:
+            log_choice(self._text, EngineChoice("llama", f"auto: llguidance's bounds bind at a token ({why}): the "
+                                                         "generation goes on on llama.cpp's engine"))
+            probe = GrammarProbe(self._model, self._llama_spec())
+            for token in self._tokens:
+                probe.accept(token)
+            self._llama = probe
+        return self._llama
+
+    def allows(self, token: int) -> bool:
+        if self._llama is None:
+            try:
+                return bool(self._inner.allows(token))
+            except LlamaInferenceException as exc:
+                return self._switch(exc.message).allows(token)
+        return self._llama.allows(token)
+
+    def allowed(self) -> Any:
+        if self._llama is None:
+            try:
+                return self._inner.allowed()
+            except LlamaInferenceException as exc:
+                return self._switch(exc.message).allowed()
+        return self._llama.allowed()
+
+    def accept(self, token: int) -> None:
+        if self._llama is None:
+            try:
+                self._inner.accept(token)
+            except LlamaInferenceException as exc:
+                self._switch(exc.message).accept(token)
+        else:
+            self._llama.accept(token)
+        self._tokens.append(token)
+
+    def reset(self) -> None:
+        self._inner.reset()
+        self._tokens.clear()
+        if self._llama is not None:
+            self._llama.close()
+            self._llama = None
+
+    def copy(self) -> _OverBoundsFallback:
+        twin = _OverBoundsFallback(self._inner.copy(), self._model, self._text, self._llama_spec)
+        twin._tokens = list(self._tokens)
+        if self._llama is not None:
+            twin._switch("copied")
+        return twin
+
+
 def grammar_limits_for(requested: str, cls: str = "user") -> GrammarLimits | None:
     """The front end's limits for a grammar of class ``cls`` on the engine ``requested`` picks for it:
     all of them on llama.cpp's engine (None: the process default), only size and nesting on
@@ -117,7 +185,14 @@ def grammar_sampler_spec(model: Model, text: str, *, engine: str = "auto", kind:
         else:
             log_choice(text, choice)
             del patterns   # checked above; the matcher compiles its own copy
-            return MatcherGrammar(lambda: compiled.matcher(trigger_patterns, trigger_tokens), lazy=lazy,
-                                  label="llguidance", grammar=text, root=root)
+
+            def llama_spec() -> s.Grammar:
+                return s.Grammar(text, root, trigger_patterns=trigger_patterns, trigger_tokens=trigger_tokens)
+
+            def make() -> Any:
+                matcher = compiled.matcher(trigger_patterns, trigger_tokens)
+                return matcher if engine == "llguidance" else _OverBoundsFallback(matcher, model, text, llama_spec)
+
+            return MatcherGrammar(make, lazy=lazy, label="llguidance", grammar=text, root=root)
     log_choice(text, choice)
     return s.Grammar(text, root, trigger_patterns=trigger_patterns, trigger_tokens=trigger_tokens)

@@ -199,6 +199,7 @@ class MatcherGrammar(SamplerSpec):
     grammar: str = ""
     root: str = "root"
     is_grammar: ClassVar[bool] = True   # a chain's grammar (SamplerChain checks accepted tokens against it)
+    is_matcher: ClassVar[bool] = True
 
     def validate(self, vocab_size: int) -> None:
         if not callable(self.factory):

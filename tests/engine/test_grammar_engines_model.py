@@ -260,3 +260,28 @@ def test_a_failure_inside_the_matcher_is_the_requests_dead_end(engine: LlamaEngi
     with pytest.raises(LlamaGrammarDeadEndException):
         list(generate(engine.context, sampler, tokens, 4, (), False))
     assert sampler.closed
+
+
+def test_over_llguidances_bounds_auto_goes_on_on_llama_and_llguidance_fails_loudly(
+        engine: LlamaEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grammar whose mask needs more Earley items than llguidance allows a step (here its bound is
+    lowered to 300 to make one): under ``auto`` the tokens read so far are replayed into llama.cpp's
+    grammar and the output is llama.cpp's, token for token; under ``llguidance`` it is an error,
+    never an output ended early (the refuse-all of a failed callback once let the chain pick an end
+    token)."""
+    import llamact.engine.grammar_engines as glue
+
+    monkeypatch.setattr(llguidance_engine, "STEP_MAX_ITEMS", 300)
+    monkeypatch.setattr(glue, "PROVEN_CLASSES", frozenset({"user"}))
+    # free text up to a marker (a template's until rules): one code point per lexeme there, an Earley
+    # item per character of every token of the mask; a text no other test compiles (the cache)
+    grammar = 'root ::= t "<|bounded|>"\nt ::= "" | [^<] t | [<] u\nu ::= "" | [^|<] t | [<] u'
+
+    reference = engine.complete("Say a word:", GenerationParams(grammar=grammar, max_tokens=10, greedy=True,
+                                                                   grammar_engine="llama")).text
+    out = engine.complete("Say a word:", GenerationParams(grammar=grammar, max_tokens=10, greedy=True,
+                                                             grammar_engine="auto"))
+    assert out.text == reference and len(reference) > 5
+    with pytest.raises(LlamaInferenceException, match="Too many items"):
+        engine.complete("Say a word:", GenerationParams(grammar=grammar, max_tokens=10, greedy=True,
+                                                        grammar_engine="llguidance"))

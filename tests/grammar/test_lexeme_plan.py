@@ -84,6 +84,7 @@ DRIVES = {"until-trigger": ("ab<|x<|tp|>[ab]", "<<|tp|>[z]"), "until-rules": ("x
           "ambiguous-text": ("<|tp|>[a<|tp|>[b]",),
           "self-extension": ("xyzabcabc",), "prefix-alternatives": ("abc", "abbbd"),
           "spaces": ("x \n\n \t y",), "enum-prefixes": ('"ab", "abc"',), "nested-optional": ("<ab><b>",),
+          "nested-repeats": ("x12ababqqqqab.",),
           "json-value": ('{"a": [1, {"b": "c"}], "d": true}',)}
 TRICKY = {
     # free text that holds anything but "<|t" beside the trigger "<|tp|>" (a template's until rules)
@@ -101,6 +102,8 @@ TRICKY = {
     "enum-prefixes": 'root ::= ("\\"a\\"" | "\\"ab\\"" | "\\"abc\\"") space ("," space root)?\n'
                      'space ::= | " " | "\\n"{1,2} [ \\t]{0,20}',
     "nested-optional": 'root ::= "<" ("a" | "ab")? "b"? ">" root?',
+    # a repetition of a repetition: Lark has no "x*?", the converter brackets the inner one
+    "nested-repeats": 'root ::= "x" [0-9]*? ("ab"+)? "q"{2}{1,3} [a-c]*{2} "."',
     "json-value": ('root ::= value\nvalue ::= object | array | string | [0-9]+ | "true" | "false"\n'
                    'object ::= "{" ws (string ws ":" ws value ("," ws string ws ":" ws value)*)? "}"\n'
                    'array ::= "[" ws (value ws ("," ws value ws)*)? "]"\nstring ::= "\\"" [^"\\\\]* "\\""\n'

@@ -5,7 +5,7 @@
     matcher = grammar.matcher()                        one per generation: a TokenMatcher
 
 Why these choices (each keeps llguidance's verdicts equal to llama.cpp's grammar, which the
-differential test in tests/test_grammar_engines_equality.py and scripts/grammar_engine_equality.py
+differential test in tests/engine/test_grammar_engines_equality.py and scripts/grammar_engine_equality.py
 measures):
 
 * The vocabulary is llama.cpp's: each token's piece with special tokens as their text (what
@@ -15,8 +15,9 @@ measures):
   end-of-generation tokens are llguidance's end tokens, allowed exactly when the grammar may end.
 * The grammar is llamact's GBNF, parsed and checked by llamact's front end (syntax, size and nesting;
   the alternatives and elements limits guard llama.cpp's engine only: llguidance's own
-  ``LLParserLimits`` bound its work), converted to Lark with one code point per lexeme
-  (``to_lark``: llguidance's greedy lexer would otherwise cut text differently from llama.cpp).
+  ``LLParserLimits`` bound its work), converted to Lark with whole lexemes only where llguidance's
+  greedy lexer cannot cut the text otherwise than llama.cpp reads it (``to_lark`` / ``lexeme_plan``;
+  one code point per lexeme elsewhere, and for a grammar over the planner's work bounds).
 * ``no_forcing``: by default llguidance admits only the canonical tokenization of text the grammar
   forces; llama.cpp admits every token that spells a prefix of it. Off, the two agree.
 """
@@ -83,7 +84,8 @@ MAX_NESTING = 1500          # rules and groups nested along any path (lexeme_pla
                             # grammar compiler recurses that deep and overflows its stack (the process
                             # dies) from ~2,000-3,000 (measured: a chain of 2,000 rules compiles, 3,000 do
                             # not; a ~100 KB schema of 350 optional objects nests 1,079)
-MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum split to characters opens one per value (default 2,000)
+MAX_ITEMS_IN_ROW = 10_000    # Earley items at one position: an enum split to characters opens one per value
+                             # (llguidance's default 2,000)
 INITIAL_LEXER_FUEL = 50_000_000   # building a grammar's lexemes (~50k/ms: <= ~1 s): a 1 MB enum is one lexeme
                                   # of 100,000 values (llguidance's default, 1M, refuses it)
 STEP_MAX_ITEMS = 1_000_000   # Earley items for one token's mask (~20k/ms): one code point per lexeme needs more
@@ -241,9 +243,12 @@ class LlguidanceMatcher:
         if token == self._asked[0]:
             return self._asked[1]
         if token in self._eog:
+            self._check()   # a matcher in error may say "accepting": never end an output on that
             answer = bool(self._m.is_accepting())
         else:
             answer = self._m.validate_tokens([token]) == 1
+            if not answer:
+                self._check()   # over a bound, not a refusal: an error, never a silently other token
         self._asked = (token, answer)
         return answer
 

@@ -102,8 +102,8 @@ def _element(item: object, names: _Names) -> str:
         return f"({_alternatives(item.alternatives, names)})"
     if isinstance(item, Repeat):
         inner = _element(item.item, names)
-        if " " in inner and not inner.startswith("("):
-            inner = f"({inner})"
+        if (" " in inner and not inner.startswith("(")) or inner[-1] in "*+?}":
+            inner = f"({inner})"   # a sequence, or a repetition of a repetition (x*? is no Lark)
         if item.max == 0:
             return '""'
         if (item.min, item.max) == (0, None):
@@ -167,7 +167,8 @@ def _regex_literal(codepoints: tuple[int, ...]) -> str:
 
 
 def _repeat(inner: str, lo: int, hi: int | None) -> str:
-    inner = inner if inner.startswith("(") and inner.endswith(")") or " " not in inner else f"({inner})"
+    bare = (inner.startswith("(") and inner.endswith(")")) or (" " not in inner and inner[-1] not in "*+?}")
+    inner = inner if bare else f"({inner})"   # a repetition of a repetition: x* ? is no Lark
     if (lo, hi) == (0, None):
         return f"{inner}*"
     if (lo, hi) == (1, None):
