@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         by_class[r.cls].append(r)
     print(f"\nmodel {path.name}; {args.steps} steps a walk, {args.walks} random walk(s) + drives; "
           f"{time.perf_counter() - start:.0f} s")
-    print("| class | grammars | skipped | steps | tokens compared | equal steps | invalid-UTF-8 only (dev. 17) "
-          "| other differing steps | equal share | equal but dev. 17 | grammars differing otherwise |")
+    print("| class | grammars | skipped | steps | tokens compared | equal steps | invalid-UTF-8 only (dev. 20) "
+          "| other differing steps | equal share | equal but dev. 20 | grammars differing otherwise |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for cls, rs in sorted(by_class.items()):
         compared = [r for r in rs if r.steps]

@@ -46,12 +46,11 @@ class GrammarCase:
 
 SLOW_STEP_S = 10.0   # a step of llama.cpp's grammar slower than this ends the case (a fuzzer's grammar that
                      # makes its parse stacks explode: the next step could take hours)
-INVALID_UTF8 = "invalid-utf8"
+INVALID_UTF8 = "invalid-utf8"   # deviation 20: llama.cpp admits a continuation byte that makes invalid UTF-8
 
 
 class _TooSlow(LlamaException):
     pass
-   # deviation 17: llama.cpp admits a continuation byte that makes invalid UTF-8
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class StepDifference:
     only_llguidance: tuple[int, ...]
     n_only_llama: int
     n_only_llguidance: int
-    kind: str = "other"                # INVALID_UTF8: only that (deviation 17); "other": a real difference
+    kind: str = "other"                # INVALID_UTF8: only that (deviation 20); "other": a real difference
 
 
 def _open_sequence(text: bytes) -> bool:
@@ -95,7 +94,7 @@ class CaseResult:
     steps: int = 0
     tokens_compared: int = 0
     equal_steps: int = 0
-    utf8_steps: int = 0                 # steps that differ only by INVALID_UTF8 (deviation 17)
+    utf8_steps: int = 0                 # steps that differ only by INVALID_UTF8 (deviation 20)
     ended: int = 0                      # walks that reached an end-of-generation token
     differences: list[StepDifference] = field(default_factory=list)
     skipped: str | None = None          # why the case was not compared (an engine refuses the grammar)
@@ -105,7 +104,7 @@ class CaseResult:
 
     @property
     def equal(self) -> bool:
-        """Equal at every step but where deviation 17 applies."""
+        """Equal at every step but where deviation 20 applies."""
         return self.skipped is None and self.equal_steps + self.utf8_steps == self.steps
 
 

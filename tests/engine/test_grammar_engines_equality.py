@@ -72,7 +72,7 @@ def test_the_comparison_reports_a_real_difference(engine: LlamaEngine, monkeypat
     assert result.differences[0].n_only_llama > 0 and result.differences[0].n_only_llguidance == 0
 
 
-def test_deviation_17_llama_cpp_admits_invalid_utf8_llguidance_does_not(engine: LlamaEngine) -> None:
+def test_deviation_20_llama_cpp_admits_invalid_utf8_llguidance_does_not(engine: LlamaEngine) -> None:
     """After a token that ends in the lead byte 0xED, llama.cpp's grammar admits any continuation byte
     whose decoded value its class holds -- 0xA0-0xBF make a surrogate (U+D800-DFFF), which is not
     UTF-8 -- and llguidance admits 0x80-0x9F only (valid UTF-8). Everything else is the same."""
