@@ -4,19 +4,22 @@ The public API is what this module exports; everything else may change.
 """
 
 from ._build import build_info
+from .backends.litert.registry import LITERT_LM_QWEN3_CHAT_TEMPLATE
 from .chat.deltas import ToolCallDelta
 from .chat.media import MEDIA_MARKER, audio_part, image_part
 from .chat.messages import ChatMessage, ToolCall
 from .chat.oai import ChatTool
 from .chat.request import ChatRequest
-from .compat import Llama
+from .compat import Llama, LlamaGrammar
 from .engine import (
     AsyncChatStream,
     AsyncLlamaEngine,
+    ChatBackend,
     Device,
     GenerationChunk,
     GenerationParams,
     GenerationResult,
+    LitertEngine,
     LlamaEngine,
     ModelParams,
     SpeculativeParams,
@@ -29,6 +32,7 @@ from .engine.chat_completion import ChatStream
 from .engine.chat_types import ChatChunk, ChatCompletion, ChatTimings, Usage
 from .engine.structured import parse_structured_json
 from .errors import (
+    ErrorKind,
     LlamaContextException,
     LlamaException,
     LlamaInferenceException,
@@ -48,12 +52,15 @@ __version__ = "0.1.0"
 __all__ = [
     "build_info",
     "Llama",
+    "LlamaGrammar",
     "devices",
     "Device",
     "GenerationChunk",
     "GenerationParams",
     "GenerationResult",
     "LlamaEngine",
+    "LitertEngine",
+    "ChatBackend",
     "ModelParams",
     "SpeculativeParams",
     "ChatRequest",
@@ -78,6 +85,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolLoopResult",
     "parse_structured_json",
+    "ErrorKind",
     "LlamaException",
     "LlamaModelException",
     "LlamaContextException",
@@ -90,4 +98,5 @@ __all__ = [
     "image_part",
     "audio_part",
     "MEDIA_MARKER",
+    "LITERT_LM_QWEN3_CHAT_TEMPLATE",
 ]

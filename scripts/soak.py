@@ -207,7 +207,7 @@ def _thread_ops(prompt: list[int]) -> dict[str, Callable[[Any, random.Random], o
         "tokenize": lambda e, r: e.tokenize("The quick brown fox"),
         "detokenize": lambda e, r: e.detokenize(prompt),
         "metadata": lambda e, r: e.get_metadata(),
-        "chat_prompt": lambda e, r: e.chat_prompt([{"role": "user", "content": "hi"}]),
+        "chat_template": lambda e, r: e.chat_template([{"role": "user", "content": "hi"}]).prompt,
         "cancel": lambda e, r: e.cancel(),
     }
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from llamact.errors import LlamaException
+from llamact.json_types import Json
 from llamact.parity.apply_runner import apply_request
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.corpus import BOS_TOKEN, EOS_TOKEN
 from llamact.parity.oracle import OracleClient, OracleError
 
 __all__ = ["assert_apply_matches", "chat_inputs", "edge_cases", "template_source"]
-
-Json = Any
 
 _TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "llama.cpp" / "models" / "templates"
 

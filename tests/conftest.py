@@ -12,9 +12,9 @@ from pathlib import Path
 # the same). Set before llamact loads ggml: libgomp reads it once, when it is loaded. Every
 # process the tests start inherits it (llama-server, llama-simple, `llamact serve`, workers).
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-# Every reuse of a memoised chat parser is rebuilt and compared (chat/parser_memo.py), so the whole
-# parity corpus checks the memo's keys; tests/chat/test_parser_memo.py runs it for real.
-os.environ.setdefault("LLAMACT_PARSER_MEMO", "verify")
+# The parser memo (chat/parser_memo.py) is set per test by pytest_runtest_setup below; a value set
+# in the environment before pytest starts (on, off, verify) holds for every test instead.
+_MEMO_FROM_ENVIRONMENT = os.environ.get("LLAMACT_PARSER_MEMO")
 
 import pytest  # noqa: E402
 
@@ -65,13 +65,67 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
+# The fast tier (`bash scripts/test.sh --fast`: -m "not slow") leaves these out besides the tests
+# each module marks slow itself: what starts its own servers, the peer or a tool over the whole
+# package, and the tests that read the full corpus (the scoreboard's work). The full suite runs all.
+SLOW = (
+    "tests/test_code_quality.py::test_mypy",                  # run `mypy llamact/<pkg>` on what you change
+    "tests/chat/test_output_parser.py::test_damaged_outputs_stream_as_upstream",
+    "tests/peg/test_executor_parity.py::test_corpus_streams_full",
+    "tests/peg/test_executor_parity.py::test_mutated_corpus_streams",
+    "tests/peg/test_peg_grammar_parity.py::test_template_arenas_full_corpus",
+    "tests/compat/test_side_by_side.py",                       # llama-cpp-python in its own process
+    "tests/compat/test_docs_examples.py",
+    "tests/backends/litert/test_litert_serve.py",              # `llamact serve` on a bundle
+    "tests/parity/test_logprobs_server.py",                    # llama-server beside llamact
+    "tests/parity/test_embeddings_server.py",
+    "tests/parity/test_speculative_parity.py",
+    "tests/server/test_client_langchain.py",                   # the real clients
+    "tests/server/test_client_litellm.py",
+    "tests/server/test_client_openai_responses.py",
+    "tests/server/test_embedding_disconnect.py",
+    "tests/server/test_edge.py",                               # servers of their own
+    "tests/server/test_hostile_grammars.py",
+    "tests/server/test_router.py",
+    "tests/server/test_shutdown.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Parity tests (marker ``parity`` or under tests/parity/: the corpora, the specialized families,
+    the streams, the servers' wire parity, server_e2e) run the parser memo in ``verify``: every
+    reuse is rebuilt and compared, and a difference raises, so the request shapes of the whole
+    corpus check the memo's keys. The other tests run it ``on``, as users do (verify costs a fresh
+    build on every hit). tests/chat/test_parser_memo.py switches it itself. Set before the test's
+    fixtures, so a module's fixtures run in the mode of its first test."""
+    if _MEMO_FROM_ENVIRONMENT is None:
+        parity = item.get_closest_marker("parity") is not None or item.nodeid.startswith("tests/parity/")
+        os.environ["LLAMACT_PARSER_MEMO"] = "verify" if parity else "on"
+
+
+@pytest.fixture(scope="session")
 def oracle():
-    """A fresh oracle process with no answer cache: every request reaches upstream's code."""
+    """One oracle client for the session, answering from its on-disk cache where it can.
+
+    Honest because of what keys an answer (parity/oracle.py): the sha256 of the oracle binary and
+    of upstream's libraries beside it (parity/binary_identity.py; the build is native, so the
+    machine's instruction set is in those bytes), the pin commit, the name, size and mtime of any
+    model file named, and the request as written. A cached answer is therefore the answer this
+    same build gave to this same request, and the oracle is deterministic (its clock is fixed;
+    tests/parity/test_scoreboard.py builds the full corpus again in a fresh uncached process and
+    compares). Any rebuild that changes a byte asks afresh. tests/oracle/ overrides this with a
+    live, uncached process: those tests are about the program itself.
+    """
     from llamact.parity.oracle import OracleClient, OracleProcessError
 
     try:
-        client = OracleClient(cache=False, timeout=300)
+        client = OracleClient(cache=True, timeout=300)
     except OracleProcessError as exc:
         pytest.fail(str(exc))
     with client:
@@ -79,22 +133,16 @@ def oracle():
 
 
 @pytest.fixture(scope="session")
-def full_corpus_bytes(repo_root: Path) -> bytes:
+def full_corpus_bytes(repo_root: Path, oracle) -> bytes:
     """The full reference corpus (``build_corpus`` over the vendored tree, without models), built
-    once per run by a fresh oracle process with no answer cache, pickled. Every test that reads the
-    whole corpus gets its own copy from these bytes (``full_corpus``), so none can change what
-    another reads; the build itself (a minute of upstream's code) is not repeated per module."""
+    once per run through the session's oracle, pickled. Every test that reads the whole corpus gets
+    its own copy from these bytes (``full_corpus``), so none can change what another reads; the
+    build itself (a minute of upstream's code when the cache is cold) is not repeated per module."""
     import pickle
 
     from llamact.parity.corpus import build_corpus
-    from llamact.parity.oracle import OracleClient, OracleProcessError
 
-    try:
-        client = OracleClient(cache=False, timeout=300)
-    except OracleProcessError as exc:
-        pytest.fail(str(exc))
-    with client:
-        corpus = build_corpus(client, repo_root / "vendor" / "llama.cpp")
+    corpus = build_corpus(oracle, repo_root / "vendor" / "llama.cpp")
     return pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -9,7 +9,12 @@ lone surrogates, control characters; hostile grammars (deep nesting, huge altern
 big or inverted bounds, left recursion, undefined rules, bad syntax), hostile JSON schemas (deep,
 ``$ref`` cycles, bogus types, huge enums and bounds, ``multipleOf``, patterns), ``response_format``,
 tools and ``chat_template_kwargs`` variants; then the bytes themselves (truncated, bad UTF-8, not
-JSON, NaN literals) and the Content-Type; unknown routes and wrong methods.
+JSON, NaN literals) and the Content-Type; unknown routes and wrong methods. Issue 46's families: DRY
+sequence breakers (any count, length and text), ``id_slot`` (the answer must report the slot
+llama-server would run it in: ``Case.expect_slot``), slot actions on the special files of
+``special_slot_dir`` (a FIFO, a directory, links to /dev/zero and outside), ``file://`` media paths
+(a NUL, a FIFO), and rounds of concurrent requests each with its own LoRA scale (``LoraRound``: every
+answer equal to the same request's answer alone).
 
 Generations stay short: every base body asks for a few tokens, and the token-limit fields are only
 mutated to small values or wrong types (an unlimited generation is bounded by the server's context,
@@ -24,13 +29,16 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-Json = Any
+from llamact.json_types import Json
+
 HOST = "127.0.0.1"
 MAX_STRING = 1 << 20     # the largest generated string (UTF-8 bytes)
 MAX_ITEMS = 20_000       # the longest generated array / alternation / enum
@@ -47,7 +55,7 @@ settings.register_profile("fuzz-ci", max_examples=30, derandomize=True, **_COMMO
 settings.register_profile("fuzz-long", max_examples=2000, derandomize=False, **_COMMON)
 # examples per family under "fuzz-ci" (tests/server/test_http_fuzz.py; campaign.py --ci runs the same)
 CI_EXAMPLES = {"chat": 60, "completions": 50, "grammars": 60, "templates": 60, "raw_bodies": 40, "admin": 60,
-               "routes": 80}
+               "routes": 80, "dry": 30, "slots": 40, "media_files": 15, "lora_rounds": 6}
 PROFILE = os.environ.get("LLAMACT_FUZZ_PROFILE", "fuzz-ci")
 
 CHAT_ROUTES = ("/v1/chat/completions", "/chat/completions")
@@ -70,6 +78,7 @@ class Case:
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
     kind: str = "valid"
+    expect_slot: int | None = None   # a 200 answer must report this id_slot (llama-server's choice)
 
     def __repr__(self) -> str:   # Hypothesis prints the falsifying example: bounded, like describe()
         return f"Case<{self.describe(300)}>"
@@ -214,6 +223,13 @@ def problems(case: Case, outcome: Outcome) -> list[str]:
         code = error.get("code") if isinstance(error, dict) else None
         if not isinstance(code, int) or code >= 500:
             found.append(f"error event in the stream: {json.dumps(error)[:300]}")
+    if case.expect_slot is not None and outcome.status == 200:
+        try:
+            slot = json.loads(outcome.body).get("id_slot")
+        except (ValueError, AttributeError):
+            slot = "an answer that is not a JSON object"
+        if slot != case.expect_slot:
+            found.append(f"ran in slot {slot}, asked for slot {case.expect_slot}")
     return found
 
 
@@ -686,13 +702,195 @@ def admin_cases() -> st.SearchStrategy[Case]:
     return st.one_of(gets, unknown, wrong)
 
 
+# -- issue 46's families: DRY breakers, slot ids, special files ----------------------------------------
+
+N_SLOTS = 2   # the fuzzed server's --parallel (what an id_slot is taken modulo)
+# --slot-save-path holds these (special_slot_dir): names an action may give, each no regular file but
+# "saved.bin" (a slot saved there), "missing.bin" absent
+SLOT_NAMES = ("saved.bin", "missing.bin", "pipe.bin", "dir.bin", "dev.bin", "outside.bin", "loop.bin")
+
+
+def special_slot_dir(root: Path) -> Path:
+    """A slot directory with special files in it: a FIFO (opening it waits for a writer), a directory,
+    a symbolic link to /dev/zero (reads without end), one to a FIFO outside, a link to itself."""
+    directory = root / "slots"
+    directory.mkdir(parents=True, exist_ok=True)
+    outside = root / "outside.fifo"
+    for path, make in ((directory / "pipe.bin", os.mkfifo), (outside, os.mkfifo), (directory / "dir.bin", os.mkdir)):
+        if not os.path.lexists(path):
+            make(path)
+    for name, target in (("dev.bin", "/dev/zero"), ("outside.bin", str(outside)), ("loop.bin", "loop.bin")):
+        if not os.path.lexists(directory / name):
+            os.symlink(target, directory / name)
+    return directory
+
+
+def expected_slot(id_slot: Json) -> int | None:
+    """The slot llama-server runs a request asking for ``id_slot`` in (None: any it picks):
+    ``json_value(data, "id_slot", -1)`` as an int, then ``get_slot_by_id``'s unsigned modulo."""
+    if isinstance(id_slot, bool):
+        value = int(id_slot)
+    elif isinstance(id_slot, int) and -(2**31) <= id_slot < 2**31:
+        value = id_slot
+    elif isinstance(id_slot, float) and abs(id_slot) < 2**31:
+        value = int(id_slot)
+    else:
+        return None   # a string, null, an object, a number past 32 bits (its cast: not worth modelling)
+    return None if value == -1 else (value % 2**64) % N_SLOTS
+
+
+DRY_COUNTS = (0, 1, 4, 16, 17, 64, 500, 1000, 5000)
+
+
+def _breakers(n: int, stem: str) -> list[str]:
+    return [f"{stem}{i}" for i in range(n)]
+
+
+dry_breakers = st.one_of(
+    st.builds(_breakers, st.sampled_from(DRY_COUNTS),
+              st.sampled_from(["b", "x" * 60, "\u00e9\u4e2d", "\n", " ", "<|"])),
+    st.lists(odd_strings, max_size=24),
+    st.sampled_from([[], [""], ["\x00"], ["a\x00b"], ["a" * 10_000], [1], [None], "x", {}, ["\ud800"]]),
+)
+
+
+def dry_cases() -> st.SearchStrategy[Case]:
+    """DRY's sequence breakers (issue 46: 1,000 stalled every slot for 36 s, 5,000 ran for minutes):
+    any count, length and text, DRY on or off, on every route that samples."""
+    def body(route: str, breakers: Json, multiplier: Json, last_n: Json, stream: bool) -> tuple[str, Json]:
+        base = CHAT_BASE if route in CHAT_ROUTES or route == "/v1/messages" else COMPLETION_BASE
+        if route == "/v1/messages":
+            base = ANTHROPIC_BASE
+        return route, {**base, "stream": stream, "dry_multiplier": multiplier, "dry_sequence_breakers": breakers,
+                       "dry_penalty_last_n": last_n}
+
+    routes = st.sampled_from(CHAT_ROUTES + COMPLETION_ROUTES + ("/completion", "/v1/messages"))
+    return st.builds(body, routes, dry_breakers, st.sampled_from([0.8, 0.8, 0, -1, 1e30]),
+                     st.sampled_from([64, 64, -1, 0, 10**9]), st.booleans()).flatmap(
+        lambda t: _post_case(t[0], t[1], "dry" + t[0]))
+
+
+slot_ids = st.one_of(st.integers(-5, 5), st.sampled_from([-1, 2**31 - 1, -(2**31), 2**31, 2**63, -(2**63), 2**64]),
+                     st.sampled_from([0.5, 1.9, -1.5, 1e30, float("nan"), True, False, "1", None, [], {}]))
+
+
+def slot_cases() -> st.SearchStrategy[Case]:
+    """A request's ``id_slot`` (it must run in the slot llama-server would, and report it), and the slot
+    actions on hostile ids and on the special files of ``special_slot_dir`` (refused at once: a FIFO
+    froze the server for 154 s)."""
+    def completion(id_slot: Json, stream: bool) -> Case:
+        body = {"prompt": "Once upon a time", "n_predict": 2, "temperature": 0, "id_slot": id_slot, "stream": stream}
+        expect = None if stream else expected_slot(id_slot)
+        return Case("POST", "/completion", encode(body), kind="slots/id_slot", expect_slot=expect)
+
+    def chat(id_slot: Json) -> Case:
+        return Case("POST", "/v1/chat/completions", encode({**CHAT_BASE, "id_slot": id_slot}), kind="slots/id_slot")
+
+    def action(slot: str, what: str, name: Json) -> Case:
+        return Case("POST", f"/slots/{slot}?action={what}", encode({"filename": name}), kind=f"slots/{what}")
+
+    ids = st.sampled_from(["0", "1", "2", "-1", "x", "99999999999", "1abc", "%00", "+1", " 1"])
+    names = st.one_of(st.sampled_from(SLOT_NAMES), odd_strings, hostile_values)
+    return st.one_of(
+        st.builds(completion, slot_ids, st.booleans()),
+        st.builds(chat, slot_ids),
+        st.builds(action, ids, st.sampled_from(["save", "restore", "restore", "erase", "bogus"]), names),
+    )
+
+
+def media_file_cases() -> st.SearchStrategy[Case]:
+    """``file://`` media paths with special names and bytes (issue 46: a NUL was a 500)."""
+    paths = st.one_of(st.sampled_from(["x%00y", "x\x00y", "\x00", "pipe.bin", "../slots/pipe.bin", "/dev/zero",
+                                       "/proc/self/fd/0", "dir.bin", "a" * 5000, "%2e%2e/x", "\ud800"]), odd_strings)
+
+    def body(path: str, kind: str) -> Json:
+        part = ({"type": "image_url", "image_url": {"url": f"file://{path}"}} if kind == "image"
+                else {"type": "input_audio", "input_audio": {"data": f"file://{path}", "format": "wav"}})
+        return {**CHAT_BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, part]}]}
+
+    return st.builds(body, paths, st.sampled_from(["image", "audio"])).flatmap(
+        lambda b: _post_case("/v1/chat/completions", b, "media-file"))
+
+
 def all_cases() -> st.SearchStrategy[Case]:
     return st.one_of(chat_cases(), completion_cases(), grammar_cases(), template_cases(), raw_body_cases(),
-                     admin_cases(), route_cases())
+                     admin_cases(), route_cases(), dry_cases(), slot_cases(), media_file_cases())
 
 
 FAMILIES = {"chat": chat_cases, "completions": completion_cases, "grammars": grammar_cases,
-            "templates": template_cases, "raw_bodies": raw_body_cases, "admin": admin_cases, "routes": route_cases}
+            "templates": template_cases, "raw_bodies": raw_body_cases, "admin": admin_cases, "routes": route_cases,
+            "dry": dry_cases, "slots": slot_cases, "media_files": media_file_cases}
+
+
+# -- per-request LoRA scales under concurrency (issue 46) ------------------------------------------------
+
+LORA_PROMPTS = ("Name a colour.", "Say hello.", "What is 2+2?")
+
+
+@dataclass(frozen=True)
+class LoraRound:
+    """Requests sent at once, each with its own scale of the server's one adapter (``lora``), and how:
+    every answer must equal the same request's answer alone."""
+
+    prompt: str
+    scales: tuple[float, ...]
+    route: str = "/v1/chat/completions"
+
+    def body(self, scale: float) -> Json:
+        lora = [{"id": 0, "scale": scale}]
+        if self.route == "/completion":
+            return {"prompt": self.prompt, "n_predict": 6, "temperature": 0, "lora": lora}
+        return {"messages": [{"role": "user", "content": self.prompt}], "max_tokens": 6, "temperature": 0, "lora": lora}
+
+
+lora_rounds = st.builds(LoraRound, st.sampled_from(LORA_PROMPTS),
+                        st.lists(st.sampled_from([0.0, 1.0, 0.5, 1.0, 0.0]), min_size=2, max_size=8).map(tuple),
+                        st.sampled_from(["/v1/chat/completions", "/completion"]))
+
+
+def lora_round_problems(port: int, round_: LoraRound, solo: dict[tuple[str, str, float], bytes]) -> list[str]:
+    """Send the round's requests at once; what differs from each request's answer alone (``solo``:
+    answers already known, filled in here, one request at a time)."""
+    def answer(scale: float) -> bytes | str:
+        outcome = send(port, Case("POST", round_.route, encode(round_.body(scale)), kind="lora"))
+        if outcome.status != 200:
+            return f"HTTP {outcome.status}: {outcome.describe(200)}"
+        data = json.loads(outcome.body)
+        text = data["content"] if round_.route == "/completion" else data["choices"][0]["message"]["content"]
+        return str(text).encode()
+
+    for scale in set(round_.scales):
+        key = (round_.route, round_.prompt, scale)
+        if key not in solo:
+            alone = answer(scale)
+            if isinstance(alone, str):
+                return [f"alone, scale {scale}: {alone}"]
+            solo[key] = alone
+    with ThreadPoolExecutor(len(round_.scales)) as pool:
+        together = list(pool.map(answer, round_.scales))
+    return [f"scale {scale} answered {got!r}, alone {solo[(round_.route, round_.prompt, scale)]!r}"
+            for scale, got in zip(round_.scales, together, strict=True)
+            if got != solo[(round_.route, round_.prompt, scale)]]
+
+
+def write_lora(path: Path, n_embd: int = 576, rank: int = 4) -> Path:
+    """A random LoRA adapter on attn_q of SmolLM2's first two layers (large enough to move the logits)."""
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_string("general.type", "adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", float(rank))
+    for layer in (0, 1):
+        writer.add_tensor(f"blk.{layer}.attn_q.weight.lora_a", rng.normal(0, 0.5, (rank, n_embd)).astype(np.float32))
+        writer.add_tensor(f"blk.{layer}.attn_q.weight.lora_b", rng.normal(0, 0.5, (n_embd, rank)).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
 
 
 # -- findings -----------------------------------------------------------------------------------------
@@ -771,4 +969,19 @@ FINDINGS: dict[str, Case] = {
     "logit-bias-out-of-vocabulary": _finding("/v1/chat/completions", {**CHAT_BASE, "logit_bias": {"999999": 1}},
                                              "sampling"),
     "tokenize-20-MB": _finding("/tokenize", {"content": "a " * (10 << 20)}, "tokenize"),
+    # issue 46 (a hostile client's second attack)
+    "dry-5000-breakers": _finding("/v1/chat/completions", {**CHAT_BASE, "dry_multiplier": 0.8,
+                                                           "dry_sequence_breakers": _breakers(5000, "b")}, "dry"),
+    "completion-ignore-eos": _finding("/completion", {**COMPLETION_BASE, "ignore_eos": True}, "bias"),
+    "completion-bias-false": _finding("/completion", {**COMPLETION_BASE, "logit_bias": [[1, False]]}, "bias"),
+    "completion-id-slot-3": Case("POST", "/completion", encode({**COMPLETION_BASE, "id_slot": 3}),
+                                 kind="finding/id_slot", expect_slot=3 % N_SLOTS),
+    "slot-restore-fifo": _finding("/slots/0?action=restore", {"filename": "pipe.bin"}, "slots"),
+    "slot-save-over-fifo": _finding("/slots/1?action=save", {"filename": "pipe.bin"}, "slots"),
+    "slot-restore-dev-zero": _finding("/slots/0?action=restore", {"filename": "dev.bin"}, "slots"),
+    # found by the DRY family: a look-back window is allocated whole (10^9: 4-8 GB)
+    "dry-penalty-last-n-1e9": _finding("/v1/completions", {**COMPLETION_BASE, "temperature": 0.7, "dry_multiplier": 0.8,
+                                                           "dry_penalty_last_n": 10**9}, "dry"),
+    "repeat-last-n-1e9": _finding("/v1/chat/completions", {**CHAT_BASE, "temperature": 0.7, "repeat_penalty": 1.1,
+                                                           "repeat_last_n": 10**9}, "sampling"),
 }

@@ -14,10 +14,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from llamact.json_types import Json
+
 HOST = "127.0.0.1"
-Json = Any
 API_KEY = "test-key"                                       # the main test server's key
 HERMES = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"   # SmolLM2 calls tools through it (greedy)
 DEEPSEEK_R1 = "llama-cpp-deepseek-r1"                      # its generation prompt opens a thought
@@ -38,8 +40,10 @@ class LiveServer:
     """``python -m llamact serve ARGS`` on a free port of 127.0.0.1."""
 
     def __init__(self, *args: str, api_key: str | None = None, start_timeout: float = 120.0,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, scripted: bool = False) -> None:
         self.args = list(args)
+        # scripted: the server's engines obey scripted replies (tests/scripted_model.py)
+        self.program = [str(Path(__file__).with_name("scripted_serve.py"))] if scripted else ["-m", "llamact"]
         self.env = env   # the environment to run in (default: this process's)
         self.api_key = api_key
         self.start_timeout = start_timeout
@@ -71,7 +75,7 @@ class LiveServer:
             env = {k: v for k, v in (self.env or os.environ).items() if not k.startswith("LLAMACT_") or k in (
                 "LLAMACT_LIB_DIR", "LLAMACT_BIN_DIR", "LLAMACT_CACHE")}
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "llamact", "serve", "--host", HOST, "--port", str(self.port), *key, *self.args],
+                [sys.executable, *self.program, "serve", "--host", HOST, "--port", str(self.port), *key, *self.args],
                 stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                 # away from the source tree: `python -m` puts the working directory first on sys.path,
                 # and the checkout's llamact has no compiled part (the installed one is under test)

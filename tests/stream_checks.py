@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from llamact.chat.deltas import ChatDelta
 from llamact.chat.diffs import ChatDiffError
@@ -18,10 +17,9 @@ from llamact.chat.messages import ChatMessage
 from llamact.chat.output_parser import ChatParseError
 from llamact.chat.result import ChatTemplateResult
 from llamact.chat.streaming import ChatStreamParser
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.parity.stream_replay import Step, counter_ids, delta_json, replay, template_result, token_pieces
-
-Json = Any
 
 LLAMA_CPP = Path(__file__).resolve().parents[1] / "vendor" / "llama.cpp"
 TEMPLATES_DIR = LLAMA_CPP / "models" / "templates"

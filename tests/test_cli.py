@@ -136,3 +136,58 @@ def test_version_on_a_broken_install_is_one_clear_line(tmp_path: Path, damage: s
     assert len(lines) == 1 and lines[0].startswith("llamact: error: "), proc.stderr
     assert "reinstall" in lines[0] or "install it" in lines[0]  # says what to do
     assert proc.stdout == ""
+
+
+def test_serve_without_the_server_extra_says_what_to_install_before_reading_flags() -> None:
+    """Without fastapi / uvicorn / pydantic-settings, ``serve --port N`` names the extra, not "--port"."""
+    hide = "import sys; sys.modules['uvicorn'] = None; from llamact.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", hide, "serve", "--port", "8081", "-c", "512"], capture_output=True,
+                          text=True, timeout=120, cwd=tempfile.gettempdir())
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'llamact[server]'" in lines[0] and "uvicorn" in lines[0], proc.stderr
+    assert "unrecognized" not in proc.stderr and "usage:" not in proc.stderr
+
+
+def test_a_bad_flag_is_two_lines_not_the_whole_usage() -> None:
+    proc = _run("serve", "--ctx", "512")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["llamact serve: error: ambiguous option: --ctx could match --ctx-size, --ctx-size-draft",
+                     "(`llamact serve --help` lists the options)"], proc.stderr
+
+
+@pytest.mark.model
+def test_interactive_chat_has_help_and_quit(smollm2_path: Path) -> None:
+    """/help lists the commands, /quit leaves: neither goes to the model (nothing after /quit is read)."""
+    proc = subprocess.run([sys.executable, "-m", "llamact", "chat", "--model", str(smollm2_path), "-n", "8",
+                           "--ctx-size", "512", "--threads", "1"], input="/help\n/quit\nTell me a story.\n",
+                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+    assert proc.returncode == 0, proc.stderr
+    assert "/quit" in proc.stderr and "/image PATH" in proc.stderr   # the list /help printed
+    assert proc.stdout == "> > ", proc.stdout   # two prompts, no reply
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("choice", ["required", "get_weather"])
+def test_chat_refuses_a_demanded_call_the_template_cannot_make(smollm2_path: Path, tmp_path: Path,
+                                                               choice: str) -> None:
+    """SmolLM2's template has no tool-call format: a --tool-choice that demands a call is refused before
+    the first message, as the server and the library refuse it, naming this command's flags."""
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]))
+    proc = _run("chat", "--model", str(smollm2_path), "--prompt", "Weather in Paris?", "-n", "8", "--ctx-size", "512",
+                "--threads", "1", "--tools", str(tools), "--tool-choice", choice)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("llamact: error: tool_choice ") and "no tool-call format" in error, error
+    assert "--model qwen2.5-coder-0.5b" in error and "--custom-template chatml-tools" in error, error
+    assert "custom_template" not in error   # the library's keyword is not this command's flag
+    # the shipped template it names is usable by that name: the named call is made
+    made = _run("chat", "--model", str(smollm2_path), "--prompt", "Weather in Paris?", "-n", "160", "--greedy",
+                "--ctx-size", "512", "--threads", "1", "--tools", str(tools), "--tool-choice", "get_weather",
+                "--custom-template", "chatml-tools")
+    assert made.returncode == 0, made.stderr
+    call = json.loads(made.stdout.strip().splitlines()[-1])["tool_call"]
+    assert call["name"] == "get_weather" and "city" in json.loads(call["arguments"])

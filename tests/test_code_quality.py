@@ -25,3 +25,15 @@ def test_ruff(repo_root: Path) -> None:
 def test_mypy(repo_root: Path) -> None:
     proc = subprocess.run([_tool("mypy"), "llamact"], cwd=repo_root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_test_modules_have_unique_basenames(repo_root: Path) -> None:
+    # tests/ has no __init__.py files: pytest imports each module under its bare name, so two
+    # test files with one name end the whole run at collection ("import file mismatch").
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((repo_root / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(repo_root)} and {path.relative_to(repo_root)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test modules sharing a name: " + "; ".join(clashes)

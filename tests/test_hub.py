@@ -87,6 +87,29 @@ def test_a_missing_file_or_repository_raises_a_model_exception(hub: FakeHub, tmp
     assert no_repo["error"] == "LlamaModelException" and "someone/absent" in no_repo["message"]
 
 
+def _closed_endpoint() -> str:
+    """An address on 127.0.0.1 where nothing listens (connections are refused at once)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_an_unreachable_hub_fails_at_once_saying_what_to_do(hub: FakeHub, tmp_path: Path) -> None:
+    """Not HF_HUB_OFFLINE, but no Hub: one check of the endpoint, then the error (huggingface_hub alone
+    retried the refused connection five times, about 30 s, printing each retry twice)."""
+    endpoint = _closed_endpoint()
+    proc = subprocess.run([sys.executable, "-c", CHILD, REPO_ID, FILENAME, PROMPT],
+                          env={**_hub_env(hub, tmp_path / "hf"), "HF_ENDPOINT": endpoint}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["error"] == "LlamaModelException", out
+    assert f"is not in the Hugging Face cache and {endpoint} cannot be reached" in out["message"]
+    assert "set HF_ENDPOINT" in out["message"] and "--model PATH" in out["message"]
+    assert "Retrying" not in proc.stderr, proc.stderr
+
+
 def test_offline_and_not_cached_raises_a_model_exception(hub: FakeHub, tmp_path: Path) -> None:
     before = len(hub.requests)
     out = _child(_hub_env(hub, tmp_path / "hf", offline=True), REPO_ID, FILENAME, PROMPT, cwd=tmp_path)
@@ -104,6 +127,15 @@ def test_cli_chat_takes_an_hf_address(hub: FakeHub, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip()
     assert ("GET", f"/{REPO_ID}/resolve/main/{FILENAME}") in hub.requests
+    # the download's progress, llamact's own lines (not a loading bar sitting at 0%)
+    size = f"{hub.files[(REPO_ID, FILENAME)].stat().st_size / 2**20:.0f}"
+    assert f"llamact: downloading {REPO_ID}/{FILENAME}: {size} / {size} MiB (100%)" in proc.stderr, proc.stderr
+    # with the Hub unreachable, the cached copy loads (no retries)
+    dead = subprocess.run(
+        [sys.executable, "-m", "llamact", "chat", "-m", f"hf://{REPO_ID}/{FILENAME}", "-p", "Hi", "-n", "4",
+         "--greedy", "-c", "512"], env={**_hub_env(hub, tmp_path / "hf"), "HF_ENDPOINT": _closed_endpoint()},
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert dead.returncode == 0 and "Retrying" not in dead.stderr and "downloading" not in dead.stderr, dead.stderr
     bad = subprocess.run([sys.executable, "-m", "llamact", "chat", "-m", "hf://only-org", "-p", "Hi"],
                          env=_hub_env(hub, tmp_path / "hf"), cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)

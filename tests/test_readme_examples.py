@@ -68,3 +68,27 @@ def test_readme_example_runs_on_its_own(tmp_path: Path, line: int, source: str) 
     compile(source, f"README.md:{line}", "exec")   # a syntax error names its block
     proc = run_block(tmp_path / "example", line, source)
     assert proc.returncode == 0, f"README.md:{line}\n" + proc.stdout[-4000:] + proc.stderr[-6000:]
+
+
+
+def test_a_streamed_example_ends_its_line_before_the_next_print() -> None:
+    """A block that streams with ``end=""`` ends the line (``print()``) before it prints anything else:
+    the raw-text example's complete() line ran into the streamed story."""
+    streaming = [(line, source) for line, source in BLOCKS if 'end=""' in source]
+    assert streaming
+    for line, source in streaming:
+        rest = source.split('end=""', 1)[1].split("\n")[1:]
+        following = next(text.strip() for text in rest if text.strip().startswith("print("))
+        assert following == "print()" or following.startswith("print()"), f"README.md:{line}: {following}"
+
+
+def test_the_images_examples_writer_says_to_install_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The images example's projector writer needs ``gguf``, which llamact does not install: without
+    it, a LlamaException says what to install (not a bare ModuleNotFoundError)."""
+    from llamact.errors import LlamaException
+    from llamact.parity.projectors import write_projector
+
+    monkeypatch.setitem(sys.modules, "gguf", None)
+    with pytest.raises(LlamaException, match=r"pip install gguf"):
+        write_projector(tmp_path / "mmproj.gguf", n_embd_text=576)
+    assert "pip install gguf" in README.read_text(encoding="utf-8")

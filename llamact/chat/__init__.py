@@ -10,7 +10,7 @@ request's checks run once, when it is made). Leaves: a frozen
 grammar and its triggers, preserved tokens, stops, thinking tags and the output parser (its
 ``output_parser()`` parses the model's reply, whole or as it streams). :class:`ChatStreamParser`
 turns the reply, token by token, into content / thinking / tool-call deltas (llama-server's, or
-with the deviations 2-5 of docs/design.md). What llama.cpp v0.5.0's
+with the deviations 2-5 and 17 of docs/design.md). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
 as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
 (``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it
@@ -24,8 +24,10 @@ template does not compile or fails to render; names where it came from), ``Schem
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from ..jinja.caps import TemplateCaps
 from .apply import ChatTemplateInputs
 from .deltas import ChatDelta, ToolCallDelta, finish_reason
 from .messages import ChatMessage, ContentPart, ToolCall
@@ -42,7 +44,7 @@ __all__ = [
     "ChatStreamParser", "apply_request", "as_chat_request",
     "ChatTemplateInputs", "ChatTemplateResult", "ChatTemplates", "ChatTool", "ContentPart", "GrammarTrigger",
     "MessageDelimiter", "ToolCall", "ToolCallDelta", "apply_chat_template", "apply_templates", "chat_inputs",
-    "finish_reason", "load_chat_templates", "supports_enable_thinking",
+    "TemplateCaps", "finish_reason", "load_chat_templates", "supports_enable_thinking", "template_capabilities",
 ]
 
 
@@ -75,3 +77,17 @@ def supports_enable_thinking(template: str | ChatTemplates, *, bos_token: str = 
                                  add_generation_prompt=True, reasoning_format="deepseek",
                                  bos_token=bos_token, eos_token=eos_token)
     return result.supports_thinking
+
+
+def template_capabilities(template: str | ChatTemplates, *, bos_token: str = "", eos_token: str = "") -> TemplateCaps:
+    """What ``template`` supports (the default template of a set): upstream's probed caps (system role,
+    tools, tool calls, parallel calls, string and typed content, object arguments, preserved
+    reasoning, reasoning effort) and ``supports_thinking``, whether it has thinking channels that
+    ``enable_thinking`` switches (:func:`supports_enable_thinking`, the apply pipeline's answer, as
+    llama-server's).
+
+    Raises what compiling or applying the template raises.
+    """
+    templates = template if isinstance(template, ChatTemplates) else load_chat_templates(
+        template, bos_token=bos_token, eos_token=eos_token, origin=ORIGIN_PER_CALL)
+    return replace(templates.default.caps, supports_thinking=supports_enable_thinking(templates))

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..grammar.json_value import normalize
+from ..json_types import Json
 from . import specialized
+from .deviations.translate_gemma import add_language_codes, reads_language_codes
 from .json_text import JsonParseError, parse_json
 from .messages import ChatMessage
 from .oai import ChatRequestError, ChatTool, messages_to_json, tools_to_json
@@ -54,8 +56,6 @@ from .workarounds import (
 )
 
 __all__ = ["FAMILY_AUTOPARSER", "FAMILY_PURE_CONTENT", "ChatTemplateInputs", "upstream_apply"]
-
-Json = Any
 
 FAMILY_AUTOPARSER = "autoparser"
 FAMILY_PURE_CONTENT = "pure_content"
@@ -158,6 +158,8 @@ def upstream_apply(templates: ChatTemplates, inputs: ChatTemplateInputs) -> Chat
         parse_string_arguments(messages)
 
     params.extra_context = extra_context(inputs.now, _kwargs(inputs.chat_template_kwargs))
+    if reads_language_codes(src):   # TranslateGemma: deviation 18 (upstream renders no languages)
+        add_language_codes(messages, params.extra_context)
     params.json_schema = _schema(inputs.json_schema)
 
     if tools is not None and params.tool_choice != TOOL_CHOICE_NONE and params.grammar:

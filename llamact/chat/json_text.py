@@ -19,10 +19,9 @@ import math
 from typing import Any
 
 from ..errors import LlamaInferenceException
+from ..json_types import Json
 
 __all__ = ["JsonParseError", "parse_json"]
-
-Json = Any
 
 _EOF = -1
 # token types (nlohmann's lexer_base::token_type), by the names its messages print

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LlamaUnsupportedException
+from ..json_types import Json
 from .messages import ChatMessage
 from .oai import ChatRequestError
 
@@ -45,8 +46,6 @@ __all__ = ["MEDIA_MARKER", "RENDER_MARKER", "MediaRef", "audio_part", "display_p
 
 MEDIA_MARKER = "<__media__>"   # mtmd_default_marker(): what a returned prompt shows for a medium
 RENDER_MARKER = f"<__media_{secrets.token_hex(16)}__>"   # what templates render (unguessable, per process)
-
-Json = Any
 
 _VIDEO = ("input_video", "video_url")
 

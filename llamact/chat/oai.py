@@ -18,18 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import LlamaRequestException
 from ..grammar.json_value import dump, dump_indented, nlohmann_type_name, normalize
+from ..json_types import Json
 from .messages import ChatMessage, ContentPart, ToolCall
 
 __all__ = [
     "ChatRequestError", "ChatTool", "message_to_json", "messages_to_json", "normalize_content", "parse_messages",
     "parse_tool_choice", "parse_tools", "tools_to_json",
 ]
-
-Json = Any
 
 
 class ChatRequestError(LlamaRequestException):

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LlamaInferenceException
-from ..peg.arena import Arena
+from ..peg.arena import Arena, load_arena
 from ..peg.executor import CompiledParser, IncrementalParser, ParseResult, recursion_budget
-from ..peg.serialize import arena_from_json
 from .messages import ChatMessage
 from .peg_builder import build_chat_peg_parser
 from .peg_mappers import mapper_for_format
@@ -36,7 +35,7 @@ def compile_parser(parser: Arena | CompiledParser | dict[str, Any] | str | None)
         return parser
     if parser is None or parser == "" or (isinstance(parser, Arena) and parser.empty):
         return CompiledParser(CONTENT_ONLY_ARENA)
-    arena = parser if isinstance(parser, Arena) else arena_from_json(parser)
+    arena = parser if isinstance(parser, Arena) else load_arena(parser)
     return CompiledParser(arena if not arena.empty else CONTENT_ONLY_ARENA)
 
 

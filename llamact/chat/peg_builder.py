@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..peg.arena import Arena, PegArenaError
+from ..peg.arena import Arena
 from ..peg.builder import P, ParserBuilder, ParserLike
+from ..peg.nodes import PegArenaError
 
 __all__ = ["COMMON_CHAT_MAX_PERMUTE", "ChatPegBuilder", "build_chat_peg_parser", "chat_tool_parameters"]
 
@@ -205,6 +206,22 @@ class ChatPegBuilder(ParserBuilder):
             return rules[remaining]
 
         return remaining_of((1 << len(parsers)) - 1)
+
+    def required_then_optional(self, required: Sequence[P], optional: Sequence[P]) -> P:
+        """``required`` in order, space-separated, then any number of ``optional`` ones in any order,
+        each after a space: how upstream lays out a tool's arguments or an object's members (its
+        auto-parser generator and the DeepSeek V3.2 / MiniMax M3 builders each write this loop)."""
+        parser = self.eps()
+        for i, element in enumerate(required):
+            if i > 0:
+                parser = parser + self.space()
+            parser = parser + element
+        if optional:
+            any_optional = self.choice()
+            for element in optional:
+                any_optional |= element
+            parser = parser + self.repeat(self.space() + any_optional, 0, -1)
+        return parser
 
     def prefix(self, s: str, delimiter: str = "") -> P:
         """A literal of ``s`` up to (not including) the first ``delimiter`` (all of it when absent)."""

@@ -25,13 +25,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..json_types import Json
 from .messages import ChatMessage
 from .oai import normalize_content
 from .templates import ChatTemplate
 
 __all__ = ["TemplateInputs", "direct_apply", "extra_context", "generation_prompt"]
-
-Json = Any
 
 # tool_choice values (upstream's common_chat_tool_choice)
 TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, TOOL_CHOICE_NONE = "auto", "required", "none"

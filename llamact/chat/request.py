@@ -6,7 +6,7 @@
 
 Every entry point that answers a chat request takes one: ``LlamaEngine.create`` / ``chat_template`` /
 ``complete_chat`` / ``create_structured``, the batch scheduler's slots, ``ChatSession`` and the
-server (which reads an HTTP body into one, ``llamact.server.protocol``). The keyword forms
+server (which reads an HTTP body into one, ``llamact.server.chat.wire``). The keyword forms
 (``engine.create(messages, tools=...)``) are conveniences that build one here.
 
 What enters: OpenAI-style messages and tools (dicts, or ``ChatMessage`` / ``ChatTool`` values) and
@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Any
 
 from ..grammar.response_format import parse_response_format
+from ..json_types import Json
 from .apply import ChatTemplateInputs
 from .deviations.named_tool import require_tool
 from .media import RENDER_MARKER, MediaRef, extract_media
@@ -43,10 +45,8 @@ from .messages import ChatMessage
 from .oai import ChatRequestError, ChatTool, parse_messages, parse_tool_choice, parse_tools
 from .render import CONTINUATION_NONE
 
-__all__ = ["ChatRequest", "MAX_THINKING_BUDGET", "as_chat_request", "chat_inputs", "request_options",
-           "thinking_budget"]
-
-Json = Any
+__all__ = ["ChatRequest", "MAX_THINKING_BUDGET", "as_chat_request", "chat_inputs", "chat_template_request",
+           "request_options", "thinking_budget"]
 
 MAX_THINKING_BUDGET = 2**31 - 1   # upstream's INT_MAX: what -1 ("no limit") becomes in the sampler
 
@@ -113,7 +113,7 @@ class ChatRequest:
     force_pure_content: bool = False        # the whole output is content (llama-server's --force-pure-content)
     custom_template: str | None = None      # Jinja source for this request only (wins over ModelParams.chat_template)
     template_now: float | None = None       # the template's clock, epoch seconds (None: the wall clock)
-    upstream_compat: bool = False           # exactly llama-server's deltas (deviations 2-5 off)
+    upstream_compat: bool = False           # exactly llama-server's deltas and errors (deviations 2-5, 17 off)
     thinking_budget_tokens: int | None = None   # None or -1: unlimited
     reasoning_budget_message: str = ""      # said before the forced end of a thought (llama-server's field)
     logprobs: bool | None = None            # None: GenerationParams.logprobs decides
@@ -252,6 +252,25 @@ def as_chat_request(messages: Any, options: Mapping[str, Any]) -> ChatRequest:
     if isinstance(messages, ChatRequest):
         return replace(messages, **request_options(options)) if options else messages
     return ChatRequest(messages, **request_options(options))
+
+
+def chat_template_request(messages: Any, options: Mapping[str, Any]) -> ChatRequest:
+    """``as_chat_request`` for ``chat_template(...)``, which still accepts the deprecated ``json_schema``
+    shortcut (the specification's ``chatTemplate(..., jsonSchema: ...)``): a schema for the reply,
+    read as ``response_format={"type": "json_schema", "json_schema": {"schema": ...}}``, with a
+    ``DeprecationWarning``. When a ``response_format`` is passed too (or the request has one), the
+    ``response_format`` wins."""
+    if "json_schema" not in options:
+        return as_chat_request(messages, options)
+    rest = dict(options)
+    schema = rest.pop("json_schema")
+    warnings.warn("chat_template(json_schema=...) is deprecated: pass response_format={'type': 'json_schema', "
+                  "'json_schema': {'schema': ...}}", DeprecationWarning, stacklevel=3)
+    has_format = rest.get("response_format") is not None or (
+        isinstance(messages, ChatRequest) and "response_format" not in rest and messages.response_format is not None)
+    if schema is not None and not has_format:
+        rest["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+    return as_chat_request(messages, rest)
 
 
 def chat_inputs(messages: Json, **options: Any) -> ChatTemplateInputs:

@@ -9,8 +9,8 @@ included), and :meth:`ChatTemplateResult.output_parser` the streaming parser for
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 
+from ..json_types import Json
 from ..peg.arena import Arena
 from .output_parser import ChatOutputParser
 
@@ -18,8 +18,6 @@ __all__ = [
     "FORMAT_CONTENT_ONLY", "FORMAT_PEG_GEMMA4", "FORMAT_PEG_MINIMAX_M3", "FORMAT_PEG_NATIVE", "FORMAT_PEG_SIMPLE",
     "ChatParams", "ChatTemplateResult", "GrammarTrigger", "MessageDelimiter",
 ]
-
-Json = Any
 
 # upstream's five chat format names (common_chat_format_name); they only choose the output mapper
 FORMAT_CONTENT_ONLY = "Content-only"

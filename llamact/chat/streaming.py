@@ -18,7 +18,10 @@ Two modes:
   upstream's after the throw (the text appended; after a diff error, the new message kept).
   A ``"cancelled"`` finish does no final parse: llama-server sends no final result then.
 * default: docs/design.md deviations 2-5 (:mod:`llamact.chat.deviations`): streamed content and thinking
-  equal the final message, tool calls are validated and sent whole at the end.
+  equal the final message, tool calls are validated and sent whole at the end; and deviation 17
+  (:mod:`llamact.chat.recovery`): calls written outside the envelope or malformed are recovered when
+  they validate, and a final parse that fails gives a message all the same (:attr:`ChatStreamParser.recovery`
+  reports the error and the rules used).
 
 Either way the parse resumes where appended text cannot change it (``ChatOutputParser``), never
 from scratch per token. Raises :class:`LlamaStateException` on use after :meth:`finish` and
@@ -39,10 +42,11 @@ from .diffs import ChatDiffError, compute_diffs, set_tool_call_ids
 from .messages import ChatMessage
 from .oai import ChatTool, parse_tools
 from .output_parser import ChatParseError
+from .recovery import RecoveryReport
 from .result import ChatTemplateResult
 
-__all__ = ["ChatDelta", "ChatDiffError", "ChatParseError", "ChatStreamParser", "ToolCallDelta", "finish_reason",
-           "gen_tool_call_id"]
+__all__ = ["ChatDelta", "ChatDiffError", "ChatParseError", "ChatStreamParser", "RecoveryReport", "ToolCallDelta",
+           "finish_reason", "gen_tool_call_id"]
 
 _ID_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
 
@@ -111,18 +115,21 @@ class ChatStreamParser:
     ``tool_call_id`` makes ids for calls that bring none (default: :func:`gen_tool_call_id`).
     ``stream=False`` (upstream mode): llama-server's non-streamed request, whose output is parsed
     once, when it is complete (no partial parse can fail it; :meth:`feed` only collects).
+    ``tool_choice`` ("auto", "required", "none") and ``named_tool`` (a named choice's function) are
+    the request's: they say which calls the default mode recovers (deviation 17).
     """
 
     def __init__(self, result: ChatTemplateResult, *, tools: Sequence[ChatTool] | Sequence[Any] = (),
                  upstream_compat: bool = False, is_continuation: bool = False, echo: bool = False,
-                 tool_call_id: Callable[[], str] | None = None, stream: bool = True) -> None:
+                 tool_call_id: Callable[[], str] | None = None, stream: bool = True, tool_choice: str = "auto",
+                 named_tool: str | None = None) -> None:
         new_id = tool_call_id or gen_tool_call_id
         self.upstream_compat = upstream_compat
         self._impl: _UpstreamStream | DefaultStream
         if upstream_compat:
             self._impl = _UpstreamStream(result, new_id, is_continuation, echo, stream)
         else:
-            self._impl = DefaultStream(result, _tools(tools), new_id, is_continuation, echo)
+            self._impl = DefaultStream(result, _tools(tools), new_id, is_continuation, echo, tool_choice, named_tool)
         self._stop_reason: str | None = None
 
     @property
@@ -158,6 +165,14 @@ class ChatStreamParser:
         return finish_reason(self._stop_reason, self.message)
 
     @property
+    def recovery(self) -> RecoveryReport | None:
+        """Default mode, after :meth:`finish`: the final parse's error (it raised nothing) and the
+        rules that recovered calls (deviation 17); None when the reply needed neither."""
+        if self._stop_reason is None or isinstance(self._impl, _UpstreamStream):
+            return None
+        return self._impl.recovery.report()
+
+    @property
     def diverged(self) -> frozenset[str]:
         """Default mode, after :meth:`finish`: the fields ("content", "thinking") whose final text
         did not extend what had been streamed (the documented exceptions of deviation 5)."""
@@ -173,8 +188,9 @@ class ChatStreamParser:
 
     def finish(self, stop_reason: str) -> list[ChatDelta]:
         """The last deltas, from the final parse, once generation ended for ``stop_reason``: "eog",
-        "stop_string", "max_tokens", "context_full" or "cancelled". Raises ChatParseError when the
-        final parse fails (as llama-server does), ChatDiffError in upstream mode."""
+        "stop_string", "max_tokens", "context_full" or "cancelled". Upstream mode raises
+        ChatParseError when the final parse fails (as llama-server does) and ChatDiffError; the
+        default mode answers with what it could read (:attr:`recovery`)."""
         if self._stop_reason is not None:
             raise LlamaStateException("this chat stream has already finished", {"stop_reason": self._stop_reason})
         if stop_reason not in STOP_REASONS:

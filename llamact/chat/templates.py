@@ -19,7 +19,6 @@ broken tool_use variant is ignored, as upstream ignores it.
 from __future__ import annotations
 
 import functools
-import warnings
 from dataclasses import dataclass
 
 from ..jinja import CompiledTemplate, JinjaException, JinjaSyntaxError, compile_template
@@ -27,7 +26,7 @@ from ..jinja.caps import TemplateCaps, template_caps
 
 __all__ = [
     "CHATML_TEMPLATE", "ORIGIN_MODEL", "ORIGIN_OVERRIDE", "ORIGIN_PER_CALL", "ChatTemplate", "ChatTemplates",
-    "chat_template", "compile_chat_template", "load_chat_templates", "normalized_source",
+    "compile_chat_template", "load_chat_templates", "normalized_source",
 ]
 
 # Where a template came from: named in every error it causes.
@@ -148,10 +147,3 @@ def load_chat_templates(source: str | None = None, *, model_default: str | None 
             tool_use = None  # upstream logs and ignores a broken tool_use variant
     return ChatTemplates(default, tool_use, add_bos, add_eos, has_explicit)
 
-
-def chat_template(source: str, bos_token: str = "", eos_token: str = "", origin: str = ORIGIN_PER_CALL) -> ChatTemplate:
-    """Deprecated (0.2 removes it): ``compile_chat_template``; "chat_template" names the request's
-    rendering (``LlamaEngine.chat_template``) and the model's template source (``ModelParams``)."""
-    warnings.warn("llamact.chat.templates.chat_template() is now compile_chat_template()", DeprecationWarning,
-                  stacklevel=2)
-    return compile_chat_template(source, bos_token, eos_token, origin)

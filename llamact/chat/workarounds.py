@@ -10,9 +10,8 @@ upstream's reason.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..grammar.json_value import nlohmann_type_name
+from ..json_types import Json
 from .json_text import JsonParseError, parse_json
 from .messages import ChatMessage, ContentPart
 from .oai import ChatRequestError
@@ -21,8 +20,6 @@ __all__ = [
     "map_developer_role_to_system", "parse_string_arguments", "require_non_null_content",
     "system_message_not_supported", "trim_all_content", "trim_whitespace",
 ]
-
-Json = Any
 
 _C_SPACE = " \t\n\v\f\r"
 

@@ -18,12 +18,11 @@ from typing import Any
 
 from ..engine import GenerationParams, LlamaEngine
 from ..errors import LlamaUnsupportedException
+from ..json_types import JsonObject
 from . import chat, text
 from .grammar import LlamaGrammar
 from .options import DEFAULT_SEED, model_params, pooling_name, sampling
 from .processors import LlamaState, LogitsProcessorList, StoppingCriteriaList
-
-Json = dict[str, Any]
 
 # llama-cpp-python's chat_format names llamact can honour: the ones that are a template llama-server
 # has built in. The others are hand-written formatters; the model's own template replaces them.
@@ -200,7 +199,7 @@ class Llama:
         output = rows[0] if isinstance(input, str) else rows
         return (output, sum(len(t) for t in tokens)) if return_count else output
 
-    def create_embedding(self, input: str | list[str], model: str | None = None) -> Json:
+    def create_embedding(self, input: str | list[str], model: str | None = None) -> JsonObject:
         rows, n_tokens = self.embed(input, return_count=True)
         if isinstance(input, str):
             rows = [rows]
@@ -220,7 +219,7 @@ class Llama:
         mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1, model: str | None = None,
         stopping_criteria: StoppingCriteriaList | None = None, logits_processor: LogitsProcessorList | None = None,
         grammar: LlamaGrammar | None = None, logit_bias: dict[Any, float] | None = None,
-    ) -> Json | Iterator[Json]:
+    ) -> JsonObject | Iterator[JsonObject]:
         """A text completion of ``prompt`` (see ``llamact.compat.text``). ``suffix`` (fill in the
         middle) is refused: ``llamact serve`` has llama-server's ``/infill``."""
         if suffix is not None:
@@ -238,20 +237,20 @@ class Llama:
                              stopping_criteria)
         return text.completion(self.engine, call, stream)
 
-    def __call__(self, prompt: str | list[int], *args: Any, **kwargs: Any) -> Json | Iterator[Json]:
+    def __call__(self, prompt: str | list[int], *args: Any, **kwargs: Any) -> JsonObject | Iterator[JsonObject]:
         return self.create_completion(prompt, *args, **kwargs)
 
     def create_chat_completion(
-        self, messages: list[Json], functions: list[Json] | None = None, function_call: Any = None,
-        tools: list[Json] | None = None, tool_choice: Any = None, temperature: float = 0.2, top_p: float = 0.95,
+        self, messages: list[JsonObject], functions: list[JsonObject] | None = None, function_call: Any = None,
+        tools: list[JsonObject] | None = None, tool_choice: Any = None, temperature: float = 0.2, top_p: float = 0.95,
         top_k: int = 40, min_p: float = 0.05, typical_p: float = 1.0, stream: bool = False,
-        stop: str | list[str] | None = None, seed: int | None = None, response_format: Json | None = None,
+        stop: str | list[str] | None = None, seed: int | None = None, response_format: JsonObject | None = None,
         max_tokens: int | None = None, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
         repeat_penalty: float = 1.0, tfs_z: float = 1.0, mirostat_mode: int = 0, mirostat_tau: float = 5.0,
         mirostat_eta: float = 0.1, model: str | None = None, logits_processor: LogitsProcessorList | None = None,
         grammar: LlamaGrammar | None = None, logit_bias: dict[Any, float] | None = None,
         logprobs: bool | None = None, top_logprobs: int | None = None,
-    ) -> Json | Iterator[Json]:
+    ) -> JsonObject | Iterator[JsonObject]:
         """The reply to ``messages`` (see ``llamact.compat.chat``: the model's own template, tool
         calls parsed, ``response_format`` with or without a schema, ``tool_choice`` "auto" /
         "required" / "none" / a named function)."""
@@ -262,7 +261,7 @@ class Llama:
             seed=self._call_seed(seed), max_tokens=max_tokens, stop=stop, logit_bias=logit_bias,
             repeat_last_n=self.last_n_tokens_size, logits_processors=tuple(logits_processor or ()))
         tools, tool_choice = chat.legacy_tools(functions, function_call, tools, tool_choice)
-        options: Json = {"tools": tools, "response_format": response_format}
+        options: JsonObject = {"tools": tools, "response_format": response_format}
         if tool_choice is not None:
             options["tool_choice"] = tool_choice
         if grammar is not None:

@@ -16,16 +16,14 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
-from ..engine import GenerationParams, LlamaEngine
+from ..engine import GenerationParams, LitertEngine, LlamaEngine
 from ..engine.logprobs import TokenLogprob
 from ..errors import LlamaUnsupportedException
+from ..json_types import JsonObject
 from .processors import StoppingCriteriaList
-
-Json = dict[str, Any]
 
 
 @dataclass
@@ -53,7 +51,7 @@ class _Criteria:
             self.stopped = True
 
 
-def completion(engine: LlamaEngine, call: TextCall, stream: bool) -> Json | Iterator[Json]:
+def completion(engine: LlamaEngine | LitertEngine, call: TextCall, stream: bool) -> JsonObject | Iterator[JsonObject]:
     if call.echo and call.logprobs is not None:
         raise LlamaUnsupportedException("echo=True with logprobs (the prompt's own logprobs) is not supported: "
                                         "ask for one of them", {"option": "echo"})
@@ -63,14 +61,14 @@ def completion(engine: LlamaEngine, call: TextCall, stream: bool) -> Json | Iter
     return _collect(chunks, call)
 
 
-def _streamed(chunks: Iterator[Json]) -> Iterator[Json]:
+def _streamed(chunks: Iterator[JsonObject]) -> Iterator[JsonObject]:
     # llama-cpp-python's stream carries no usage; closing this generator closes the generation
     for chunk in chunks:
         chunk.pop("usage", None)
         yield chunk
 
 
-def _pieces(engine: LlamaEngine, call: TextCall) -> Iterator[Json]:
+def _pieces(engine: LlamaEngine | LitertEngine, call: TextCall) -> Iterator[JsonObject]:
     """The streamed dicts (the collected form is built from them)."""
     tokens = (engine.tokenize(call.prompt, add_special=True, parse_special=True) if isinstance(call.prompt, str)
               else list(call.prompt))
@@ -86,7 +84,7 @@ def _pieces(engine: LlamaEngine, call: TextCall) -> Iterator[Json]:
     offset = len(prompt_text)
     n_generated, finish = 0, "length"
 
-    def piece(text: str, logprob: TokenLogprob | None, finish_reason: str | None) -> Json:
+    def piece(text: str, logprob: TokenLogprob | None, finish_reason: str | None) -> JsonObject:
         return {**head, "choices": [{"text": text, "index": 0, "logprobs": _legacy_logprobs(logprob, offset)
                                      if logprob is not None else None, "finish_reason": finish_reason}]}
 
@@ -108,17 +106,17 @@ def _pieces(engine: LlamaEngine, call: TextCall) -> Iterator[Json]:
                                                 "total_tokens": len(tokens) + n_generated}}
 
 
-def _legacy_logprobs(entry: TokenLogprob, text_offset: int) -> Json:
+def _legacy_logprobs(entry: TokenLogprob, text_offset: int) -> JsonObject:
     top = {alt.token: alt.logprob for alt in entry.top_logprobs}
     top[entry.token] = entry.logprob   # llama-cpp-python lists the chosen token among the top ones
     return {"tokens": [entry.token], "text_offset": [text_offset], "token_logprobs": [entry.logprob],
             "top_logprobs": [top]}
 
 
-def _collect(chunks: Iterator[Json], call: TextCall) -> Json:
+def _collect(chunks: Iterator[JsonObject], call: TextCall) -> JsonObject:
     texts: list[str] = []
-    entries: list[Json] = []
-    last: Json = {}
+    entries: list[JsonObject] = []
+    last: JsonObject = {}
     for chunk in chunks:
         choice = chunk["choices"][0]
         texts.append(choice["text"])

@@ -1,17 +1,18 @@
-"""A chat stream for asyncio: ``async for chunk in engine.acreate(messages, ...)``.
+"""A chat stream for asyncio: ``async for chunk in AsyncLlamaEngine(engine).create(messages, ...)``.
 
-    stream = engine.acreate(messages, tools=..., params=...)    # the arguments of create()
+    stream = AsyncLlamaEngine(engine).create(messages, tools=..., params=...)   # create()'s arguments
     async for chunk in stream: ...                              # ChatChunk values
     await stream.aclose()                                       # or leave the loop / cancel the task
 
 ``AsyncChatStream(start, cancel)`` runs ``start()`` (a ``ChatStream``, e.g. ``engine.create(...)``)
-in its worker thread on the first chunk; ``cancel()`` aborts the native generation. The awaitable
-engine (``AsyncLlamaEngine``) is ``llamact.engine.async_engine``.
+in its worker thread on the first chunk; stopping it interrupts that stream (``cancel()``, the
+runtime's, while the stream is still being made). The awaitable engine is
+``llamact.engine.async_engine``.
 
 Generation runs in a worker thread, one ``next()`` of the ``create()`` stream per awaited chunk, so
 the event loop stays free between tokens. When the consumer stops -- ``aclose()``, ``break`` out
-of an ``async with`` block, or the awaiting task is cancelled -- the native generation is aborted
-(``engine.cancel()``), the worker's step is waited for and the stream closed, so the engine is free
+of an ``async with`` block, or the awaiting task is cancelled -- the generation is interrupted
+(``ChatStream.interrupt()``), the worker's step is waited for and the stream closed, so the engine is free
 for the next request as soon as ``aclose()`` (or the cancelled await) returns.
 """
 
@@ -40,7 +41,7 @@ class AsyncChatStream:
         self._stream: ChatStream | None = None
         self._done = False
         # one thread per stream: the ChatStream is only ever touched from it, one step at a time
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamact-acreate")
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamact-async")
 
     @property
     def stream(self) -> ChatStream | None:
@@ -76,9 +77,16 @@ class AsyncChatStream:
             raise StopAsyncIteration
         return chunk
 
+    def _interrupt(self) -> None:
+        stream = self._stream
+        if stream is not None:
+            stream.interrupt()
+        else:   # still being made: the runtime's own cancel
+            self._cancel()
+
     async def _abort(self, pending: asyncio.Future[Any]) -> None:
         """The consumer was cancelled mid-step: stop the native work, let the step return, close."""
-        self._cancel()
+        self._interrupt()
         try:
             await pending
         except BaseException:
@@ -92,7 +100,7 @@ class AsyncChatStream:
         self._done = True
         stream = self._stream
         if stream is not None and stream.finish_reason is None:
-            self._cancel()
+            stream.interrupt()
         loop = asyncio.get_running_loop()
         if stream is not None:
             await loop.run_in_executor(self._worker, stream.close)
@@ -114,5 +122,5 @@ class AsyncChatStream:
 
     def __del__(self) -> None:
         if not self._done and self._stream is not None and self._stream.finish_reason is None:
-            self._cancel()  # the stream still holds the engine: its generation is this one
+            self._stream.interrupt()  # the stream still holds the engine: its generation is this one
         self._worker.shutdown(wait=False)

@@ -4,6 +4,10 @@
     stream = scheduler.create(messages, ...)    # create()'s arguments; a ChatStream, from any thread
     scheduler.close()
 
+A ``backend.ChatBackend`` beside its engine (a sibling, not a subclass): ``create`` / ``generate`` run
+on a slot, ``templates`` / ``chat_template`` / ``tokenize`` / ``prompt_length`` are the engine's,
+``cancel()`` ends every request, ``n_ctx`` is one slot's share of the context.
+
 A scheduler thread owns the context. Each request waits in a queue until a slot (a sequence id of
 the context) is free, then joins between two steps. Every step decodes one batch (llama-server's
 ``update_slots``): first the last sampled token of every generating sequence, then the prompt tokens
@@ -38,154 +42,43 @@ one at a near tie (as llama-server's slots do).
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from ..chat.request import as_chat_request
-from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
+from ..chat.request import ChatRequest, as_chat_request
+from ..chat.result import ChatTemplateResult
+from ..chat.templates import ChatTemplates
+from ..errors import LlamaArgumentException, LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
+from .chat_calls import chat_keywords
 from .chat_completion import ChatStream
-from .decode import GenerationChunk, SequenceDecoder
+from .decode import SequenceDecoder
+from .engine import LlamaEngine
 from .grammar_engines import grammar_sampler_spec
 from .logprobs import LogprobReader
-from .media import MediaPrompt
 from .params import GenerationParams
 from .prompt_cache import common_prefix
 from .prompt_store import PromptStore
-from .sampling import sampler_specs
+from .sampling import sampler_specs, within_context
+from .slot_requests import AdapterKey, AdapterSet, Request, Scales, SequenceStream, Slot
 from .slot_state import checked_slot_tokens, pack_tokens
-from .speculative import SequenceSpeculation
 from .speculative.slots import plan_drafts, verify_slot
 
-__all__ = ["BatchScheduler"]
-
-_END = object()
-
-
-@dataclass(eq=False)
-class _Request:
-    tokens: list[int]
-    sampler: GuidedSampler
-    stop_strings: tuple[str, ...]
-    params: GenerationParams
-    out: queue.Queue[Any] = field(default_factory=queue.Queue)
-    listener: Callable[[Any], None] | None = None   # receives the items instead of ``out`` (see listen())
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cancelled: bool = False
-    logprobs: LogprobReader | None = None    # with params.logprobs
-    media: MediaPrompt | None = None         # the prompt's images and audio (``tokens`` are its keys)
-    # set when it holds a slot
-    n_past: int = 0          # its tokens in the sequence's KV cache: the prompt so far, then the generated ones
-    n_cached: int = 0        # prompt tokens found in the slot's cache (not evaluated)
-    seq: int = -1            # its slot's id, once it holds one
-    last: int = -1           # the last generated token, decoded by the next step
-    decoder: SequenceDecoder | None = None   # its text, stop strings, limits, timings and logprobs
-    spec: SequenceSpeculation | None = None  # its drafts, when the engine speculates (speculative/slots.py)
-
-    @property
-    def prompting(self) -> bool:
-        return self.n_past < len(self.tokens)
-
-    def text_end(self) -> int:
-        """Where the prompt's text from ``n_past`` on ends: its next medium, or the prompt's end."""
-        return self.media.next_media(self.n_past) if self.media is not None else len(self.tokens)
-
-    def position(self, index: int) -> int:
-        """The position of the key at ``index`` (M-RoPE media shift the text after them)."""
-        return self.media.position(index) if self.media is not None else index
-
-    def close(self) -> None:
-        """Free what the request owns natively: its sampler and its media."""
-        self.sampler.close()
-        if self.media is not None:
-            self.media.close()
-
-
-@dataclass(eq=False)
-class _Slot:
-    seq: int
-    request: _Request | None = None
-    cache: list[int] = field(default_factory=list)   # the tokens sequence ``seq`` holds in the KV cache
-    t_used: float = 0.0
-
+__all__ = ["BatchScheduler", "SequenceStream"]
 
 SIMILARITY = 0.1   # llama-server's default --slot-prompt-similarity
-
-
-class SequenceStream:
-    """One request's ``GenerationChunk`` values as the scheduler produces them (what ``ChatStream`` reads)."""
-
-    END = _END
-
-    def __init__(self, scheduler: BatchScheduler, request: _Request) -> None:
-        self._scheduler = scheduler
-        self._request = request
-        self._done = False
-
-    @property
-    def n_cached(self) -> int:
-        """Prompt tokens found in the slot's KV cache (known once the request holds a slot)."""
-        return self._request.n_cached
-
-    @property
-    def slot_id(self) -> int:
-        """The slot the request runs in (-1 until it holds one)."""
-        return self._request.seq
-
-    def __iter__(self) -> SequenceStream:
-        return self
-
-    def __next__(self) -> GenerationChunk:
-        if self._done:
-            raise StopIteration
-        item = self._request.out.get()
-        if item is _END:
-            self._done = True
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self._done = True
-            raise item
-        if item.stop_reason is not None:
-            self._done = True
-        return item
-
-    def listen(self, listener: Callable[[Any], None]) -> None:
-        """Receive the items on the scheduler's thread instead of iterating: ``listener(item)`` with
-        each ``GenerationChunk``, an exception (the request failed) or ``SequenceStream.END`` (it was
-        cancelled). Items made before the call are passed at once, in order. The listener must be
-        quick and must not raise: the scheduler's thread waits for it."""
-        request = self._request
-        with request.lock:
-            while True:
-                try:
-                    item = request.out.get_nowait()
-                except queue.Empty:
-                    break
-                listener(item)
-            request.listener = listener
-        self._done = True   # iterating is over: the listener has the items
-
-    def interrupt(self) -> None:
-        """Stop the request from any thread (a consumer blocked in ``next()`` sees the stream end)."""
-        self._scheduler._cancel(self._request)
-
-    def close(self) -> None:
-        if not self._done:
-            self._done = True
-            self._scheduler._cancel(self._request)
 
 
 class BatchScheduler:
     """The slots of one engine (see the module docstring)."""
 
-    def __init__(self, engine: Any, *, cache_ram_mib: int = 8192) -> None:
+    def __init__(self, engine: LlamaEngine, *, cache_ram_mib: int = 8192) -> None:
         self.engine = engine
         self.context = engine.context
         self.n_slots = engine.params.n_seq_max
@@ -197,12 +90,13 @@ class BatchScheduler:
         self._vocab = engine.model.vocab
         self.context.memory_clear()   # the slots' caches start empty: nothing the engine left may stay
         self._cond = threading.Condition()
-        self._waiting: deque[_Request] = deque()
-        self._slots = [_Slot(seq) for seq in range(self.n_slots)]
-        self._order: list[_Slot] = []      # slots holding a request, in the order they joined
+        self._waiting: deque[Request] = deque()
+        self._slots = [Slot(seq) for seq in range(self.n_slots)]
+        self._order: list[Slot] = []      # slots holding a request, in the order they joined
         self._closed = False
         self._step_listeners: list[Callable[[], None]] = []
-        self._actions: deque[tuple[int, Callable[[_Slot], Any], Future[Any]]] = deque()   # slot actions
+        self._actions: deque[tuple[int, Callable[[Slot], Any], Future[Any]]] = deque()   # slot actions
+        self._applied: AdapterKey | None = None   # the LoRA set on the context (None: not set by the slots yet)
         # llama-server's --cache-ram: MiB of host memory for slots' saved caches (0: off, -1: no limit)
         self.prompt_store = (PromptStore(self.context, cache_ram_mib << 20 if cache_ram_mib > 0 else 1 << 62)
                              if cache_ram_mib != 0 else None)
@@ -229,41 +123,85 @@ class BatchScheduler:
         with self._cond:
             return len(self._waiting)
 
-    def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_name
+
+    @property
+    def n_ctx(self) -> int:
+        """The positions one request may take: a slot's share of the context (``n_ctx / n_seq_max``)."""
+        return self.n_ctx_seq
+
+    @property
+    def n_threads(self) -> int:
+        """The threads a one-token decode uses now (the engine's context's)."""
+        return self.engine.n_threads
+
+    def templates(self, custom_template: str | None = None) -> ChatTemplates:
+        return self.engine.templates(custom_template)
+
+    def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
+        return self.engine.chat_template(messages, **options)
+
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True,
+                 limit: int | None = None) -> list[int]:
+        return self.engine.tokenize(text, add_special, parse_special, limit)
+
+    def prompt_length(self, request: ChatRequest) -> int:
+        return self.engine.prompt_length(request)
+
+    def create(self, messages: Any, *, params: GenerationParams | None = None, loras: Scales | None = None,
+               slot: int = -1, **options: Any) -> ChatStream:
         """``LlamaEngine.create()`` on a slot: the same arguments (a ``ChatRequest``, or its messages and
-        options) and the same stream."""
+        options; sampling settings as keywords) and the same stream. ``loras``: the LoRA scales it
+        decodes with (path -> scale, of adapters the engine has loaded; None: those the engine applies
+        now); ``slot``: the slot it must run in (-1: any; it waits for that one, as llama-server's
+        ``id_slot``)."""
+        adapters, slot = self._placement(loras, slot)
+        params, options = chat_keywords(params, options)
         chat = self.engine.prepare_chat(as_chat_request(messages, options), params)
         try:
             self._check_prompt(chat.tokens)
         except BaseException:
             chat.close()
             raise
-        request = self._submit(_Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params,
-                                        media=chat.media))
-        return ChatStream(SequenceStream(self, request), chat.result, chat.parser, len(chat.tokens),
+        request = self._submit(Request(chat.tokens, chat.sampling.sampler, chat.sampling.stops, chat.params,
+                                        media=chat.media, adapters=adapters, want_slot=slot))
+        return ChatStream(SequenceStream(self._cancel, request), chat.result, chat.parser, len(chat.tokens),
                           model=self.engine.model_name)
 
-    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None) -> SequenceStream:
-        """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens parsed)."""
-        params = params or GenerationParams()
+    def generate(self, prompt: str | Sequence[int], params: GenerationParams | None = None, *,
+                 loras: Scales | None = None, slot: int = -1) -> SequenceStream:
+        """``LlamaEngine.generate()`` on a slot: a raw prompt (text is tokenized with special tokens
+        parsed); ``loras`` and ``slot`` as ``create()``'s."""
+        adapters, slot = self._placement(loras, slot)
+        params = within_context(params or GenerationParams(), self.n_ctx_seq)
         engine = self.engine
         tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)
         sampler = GuidedSampler(engine.model, sampler_specs(replace(params, grammar=None)),
                                 grammar=grammar_sampler_spec(engine.model, params.grammar, engine=params.grammar_engine)
                                 if params.grammar else None)
-        return SequenceStream(self, self._submit(_Request(tokens, sampler, tuple(params.stop), params)))
+        return SequenceStream(self._cancel, self._submit(Request(tokens, sampler, tuple(params.stop), params,
+                                                          adapters=adapters, want_slot=slot)))
+
+    def _placement(self, loras: Scales | None, slot: int) -> tuple[AdapterSet, int]:
+        """A request's adapters and slot, checked before anything is made for it."""
+        if isinstance(slot, bool) or not isinstance(slot, int) or not -1 <= slot < self.n_slots:
+            raise LlamaArgumentException(f"slot must be -1 (any) or a slot id below {self.n_slots}, got {slot!r}",
+                                          {"slot": repr(slot)})
+        return self.engine._adapters_for(loras), slot
 
     def _check_prompt(self, tokens: Sequence[int]) -> None:
         if not tokens:
-            raise LlamaInferenceException("the prompt is empty: give at least one token")
+            raise LlamaArgumentException("the prompt is empty: give at least one token")
         if len(tokens) >= self.n_ctx_seq:
             raise LlamaContextException(
                 f"the prompt ({len(tokens)} tokens) does not fit a slot ({self.n_ctx_seq} tokens: the context "
                 f"split between {self.n_slots} slots); use a larger n_ctx or a shorter prompt",
                 {"n_prompt": len(tokens), "n_ctx_seq": self.n_ctx_seq})
 
-    def _submit(self, request: _Request) -> _Request:
+    def _submit(self, request: Request) -> Request:
         if request.params.logprobs:
             try:   # checks top_logprobs here, on the caller's thread
                 request.logprobs = LogprobReader(self._vocab, request.params.top_logprobs)
@@ -288,15 +226,15 @@ class BatchScheduler:
     def save_slot(self, seq: int, path: str | os.PathLike[str]) -> Future[int]:
         """Write slot ``seq``'s KV cache and tokens to ``path`` (llama-server's slot file: ``slot_state``);
         the future gives the number of tokens saved."""
-        def save(slot: _Slot) -> int:
-            self.context.save_seq_state(path, slot.seq, pack_tokens(slot.cache), raw=True)
+        def save(slot: Slot) -> int:
+            self.context.save_seq_state(path, slot.seq, pack_tokens(slot.cache), raw=True, checksum=False)
             return len(slot.cache)
         return self._slot_action(seq, save)
 
     def restore_slot(self, seq: int, path: str | os.PathLike[str]) -> Future[int]:
         """Replace slot ``seq``'s cache with a file of ``save_slot``; the future gives the tokens
         restored (LlamaStateException: the slot is left empty)."""
-        def restore(slot: _Slot) -> int:
+        def restore(slot: Slot) -> int:
             slot.cache.clear()   # load_seq_state empties the sequence whatever happens
             words = self.context.load_seq_state(path, slot.seq, capacity=self.n_ctx_seq + 4)
             try:
@@ -309,28 +247,15 @@ class BatchScheduler:
 
     def erase_slot(self, seq: int) -> Future[int]:
         """Empty slot ``seq``'s cache; the future gives how many tokens it held."""
-        def erase(slot: _Slot) -> int:
+        def erase(slot: Slot) -> int:
             n = len(slot.cache)
             self._forget(slot)
             return n
         return self._slot_action(seq, erase)
 
-    def when_idle(self, action: Callable[[], Any]) -> Future[Any]:
-        """Run ``action()`` on the scheduler's thread once no slot holds a request (what changes the
-        weights -- LoRA scales -- must not land in the middle of a request); every slot's cache and
-        the prompt store are emptied after it, since they were computed with the old weights."""
-        def run(_slot: _Slot) -> Any:
-            value = action()
-            for slot in self._slots:
-                self._forget(slot)
-            if self.prompt_store is not None:
-                self.prompt_store.clear()
-            return value
-        return self._slot_action(-1, run)
-
-    def _slot_action(self, seq: int, action: Callable[[_Slot], Any]) -> Future[Any]:
-        if seq != -1 and not 0 <= seq < self.n_slots:
-            raise LlamaInferenceException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
+    def _slot_action(self, seq: int, action: Callable[[Slot], Any]) -> Future[Any]:
+        if not 0 <= seq < self.n_slots:
+            raise LlamaArgumentException(f"no slot {seq} (there are {self.n_slots})", {"seq": seq})
         future: Future[Any] = Future()
         with self._cond:
             if self._closed:
@@ -339,30 +264,39 @@ class BatchScheduler:
             self._cond.notify()
         return future
 
-    def _run_actions(self) -> None:
-        """The queued slot actions whose slot is free (called with the lock held, between steps)."""
+    def _due_actions(self) -> list[tuple[Slot, Callable[[Slot], Any], Future[Any]]]:
+        """The queued slot actions whose slot holds no request (with the lock held, between steps);
+        their slots are marked busy, so no request joins them while they run."""
+        due = []
         for entry in list(self._actions):
             seq, action, future = entry
-            if seq == -1:
-                if self._order:
-                    continue   # when_idle: deferred until every slot is free
-                slot = self._slots[0]
-            else:
-                slot = self._slots[seq]
-            if slot.request is not None:
+            slot = self._slots[seq]
+            if slot.request is not None or slot.busy:
                 continue   # deferred until its request leaves, as llama-server defers it
             self._actions.remove(entry)
+            slot.busy = True
+            due.append((slot, action, future))
+        return due
+
+    def _run_actions(self, due: list[tuple[Slot, Callable[[Slot], Any], Future[Any]]]) -> None:
+        """Run slot actions on the scheduler's thread without the lock: a file's I/O takes as long as
+        the disk (or a FIFO: forever), and everyone who reads the scheduler's state (``/metrics``,
+        ``/slots``, a request joining) takes the lock."""
+        for slot, action, future in due:
             try:
                 future.set_result(action(slot))
             except BaseException as exc:
                 future.set_exception(exc)
+            finally:
+                with self._cond:
+                    slot.busy = False
 
     def add_step_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every step (and whenever items were made outside one), on the
         thread that made them: where a consumer of ``listen()`` hands a step's items on at once."""
         self._step_listeners.append(listener)
 
-    def _emit(self, request: _Request, item: Any) -> None:
+    def _emit(self, request: Request, item: Any) -> None:
         with request.lock:
             if request.listener is not None:
                 request.listener(item)
@@ -373,7 +307,7 @@ class BatchScheduler:
         for listener in self._step_listeners:
             listener()
 
-    def _cancel(self, request: _Request) -> None:
+    def _cancel(self, request: Request) -> None:
         with self._cond:
             if request.cancelled:
                 return
@@ -382,10 +316,17 @@ class BatchScheduler:
             if queued:     # never reached a slot: it ends here
                 self._waiting.remove(request)
                 request.close()
-                self._emit(request, _END)
+                self._emit(request, SequenceStream.END)
             self._cond.notify()
         if queued:
             self._after_step()
+
+    def cancel(self) -> None:
+        """Stop every request, waiting or on a slot (each stream ends)."""
+        with self._cond:
+            requests = [*self._waiting, *(slot.request for slot in self._order if slot.request is not None)]
+        for request in requests:
+            self._cancel(request)
 
     def close(self) -> None:
         with self._cond:
@@ -393,6 +334,8 @@ class BatchScheduler:
             self._cond.notify()
         self.thread.join()
         self._batch.close()
+        if self._applied is not None and not self.context.closed:   # the engine's own adapters again
+            self.context.set_loras(list(self.engine._adapters_for(None)))
 
     # -- the scheduler thread --------------------------------------------------------------------
 
@@ -410,11 +353,11 @@ class BatchScheduler:
                     break
                 for slot in [s for s in self._order if s.request is not None and s.request.cancelled]:
                     assert slot.request is not None
-                    self._emit(slot.request, _END)
+                    self._emit(slot.request, SequenceStream.END)
                     self._release(slot)
-                self._run_actions()
-                while self._waiting and len(self._order) < self.n_slots:
-                    self._join(self._waiting.popleft())
+                due = self._due_actions()
+                self._admit()
+            self._run_actions(due)
             try:
                 self._step()
             except Exception as exc:   # a failure outside a request's own decode must not end this thread
@@ -426,10 +369,30 @@ class BatchScheduler:
             request.close()
         self._after_step()
 
-    def _pick_slot(self, tokens: Sequence[int]) -> tuple[_Slot, int]:
-        """The free slot for a prompt, and how many of its tokens that slot's cache holds."""
-        free = [slot for slot in self._slots if slot.request is None]
-        scored = [(common_prefix(slot.cache, tokens), slot) for slot in free]
+    def _admit(self) -> None:
+        """Give waiting requests the free slots, first come first served (with the lock held). One
+        that asked for a slot waits for that slot (llama-server defers it) and keeps the requests
+        after it off it; the others go on."""
+        reserved: set[int] = set()
+        for request in list(self._waiting):
+            free = [s for s in self._slots if s.request is None and not s.busy and s.seq not in reserved]
+            if not free:
+                return
+            if request.want_slot >= 0:
+                wanted = self._slots[request.want_slot]
+                if wanted not in free:
+                    reserved.add(wanted.seq)
+                    continue
+                free = [wanted]
+            self._waiting.remove(request)
+            self._join(request, free)
+
+    def _pick_slot(self, tokens: Sequence[int], key: AdapterKey, free: list[Slot]) -> tuple[Slot, int]:
+        """The free slot for a prompt, and how many of its tokens that slot's cache holds (a cache
+        computed with other adapters holds none)."""
+        def held(slot: Slot) -> int:
+            return common_prefix(slot.cache, tokens) if slot.cache_key == key else 0
+        scored = [(held(slot), slot) for slot in free]
         # equal prefixes: the lowest id, as llama-server (the first slot that beats the best so far).
         # It also packs the busy slots into few ids: with a KV cache per sequence, llama.cpp puts only
         # consecutive ids in one ubatch, and slots spread by LRU made each step several computations
@@ -437,19 +400,24 @@ class BatchScheduler:
         if best_lcp >= SIMILARITY * len(tokens) and best_lcp > 0:
             return best, best_lcp
         lru = min(free, key=lambda slot: slot.t_used)
-        return lru, common_prefix(lru.cache, tokens)
+        return lru, held(lru)
 
-    def _join(self, request: _Request) -> None:
-        """Give ``request`` a slot (called with the lock held): keep the cached prefix of its prompt."""
-        slot, lcp = self._pick_slot(request.tokens)
+    def _join(self, request: Request, free: list[Slot]) -> None:
+        """Give ``request`` one of the ``free`` slots (called with the lock held): keep the cached
+        prefix of its prompt, when that cache was computed with its adapters."""
+        key = request.lora_key
+        slot, lcp = self._pick_slot(request.tokens, key, free)
         store = self.prompt_store
         if store is not None and request.params.cache_prompt:
             if slot.cache and lcp < len(slot.cache) / 2:   # about to lose most of it: keep it in memory
-                store.save(slot.seq, slot.cache)
-            loaded = store.load(slot.seq, request.tokens, better_than=lcp)
+                store.save(slot.seq, slot.cache, tag=slot.cache_key)
+            loaded = store.load(slot.seq, request.tokens, better_than=lcp, tag=key)
             if loaded is not None:
-                slot.cache = loaded
+                slot.cache, slot.cache_key = loaded, key
                 lcp = common_prefix(loaded, request.tokens)
+        if slot.cache_key != key:   # computed with other weights: of no use to this request
+            self._forget(slot)
+            slot.cache_key = key
         n_keep = min(lcp, len(request.tokens) - 1) if request.params.cache_prompt else 0
         if request.media is not None:   # never keep part of a medium
             n_keep = request.media.cut(n_keep)
@@ -458,6 +426,7 @@ class BatchScheduler:
             n_keep = 0
         del slot.cache[n_keep:]
         slot.request = request
+        slot.t_stepped = time.perf_counter()   # its turn among the adapter sets counts from here
         request.seq = slot.seq
         self._order.append(slot)
         request.n_past = request.n_cached = n_keep
@@ -472,7 +441,7 @@ class BatchScheduler:
             request.spec = speculator.sequence(slot.seq, request.tokens, request.sampler)
         self.n_cached_tokens += n_keep
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         """Free a slot (with the lock held); its cache stays for the next request unless it is unknown."""
         request, slot.request = slot.request, None
         slot.t_used = time.perf_counter()
@@ -483,11 +452,11 @@ class BatchScheduler:
             if not request.params.cache_prompt:
                 self._forget(slot)
 
-    def _forget(self, slot: _Slot) -> None:
+    def _forget(self, slot: Slot) -> None:
         self.context.memory_seq_rm(slot.seq, -1, -1)
         slot.cache.clear()
 
-    def _fail(self, slot: _Slot, exc: BaseException) -> None:
+    def _fail(self, slot: Slot, exc: BaseException) -> None:
         request = slot.request
         if request is not None:
             self._emit(request, exc)
@@ -502,7 +471,7 @@ class BatchScheduler:
         ``sequential``), so any other order splits a step into several graph computations."""
         batch = self._batch
         batch.clear()
-        active = [s for s in self._order if s.request is not None and not s.request.cancelled]
+        active = self._one_adapter_set([s for s in self._order if s.request is not None and not s.request.cancelled])
         for slot in active:
             if slot.request is not None and slot.request.media is not None and slot.request.prompting:
                 self._evaluate_media(slot)
@@ -516,8 +485,8 @@ class BatchScheduler:
             if request.prompting and room > 0:
                 take[slot.seq] = n = min(room, request.text_end() - request.n_past)
                 room -= n
-        generating: list[tuple[int, _Slot]] = []       # (batch index of its logits, slot)
-        prompting: list[tuple[_Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
+        generating: list[tuple[int, Slot]] = []       # (batch index of its logits, slot)
+        prompting: list[tuple[Slot, int, int]] = []   # (slot, tokens in this batch, logits index or -1)
         n_tokens = 0   # the batch's size so far: the next token's index
         for slot in sorted(active, key=lambda s: s.seq):
             request = slot.request
@@ -546,6 +515,8 @@ class BatchScheduler:
         self.n_decodes += 1
         self.n_busy_slots += len(active)
         now = time.perf_counter()
+        for slot in active:
+            slot.t_stepped = now
         for slot, n, _index in prompting:
             request = slot.request
             assert request is not None and request.decoder is not None
@@ -581,7 +552,22 @@ class BatchScheduler:
             except BaseException as exc:
                 self._fail(slot, exc)
 
-    def _evaluate_media(self, slot: _Slot) -> None:
+    def _one_adapter_set(self, active: list[Slot]) -> list[Slot]:
+        """The slots this step decodes: those whose requests decode with the same LoRA adapters (the
+        context applies one set per decode; llama-server batches only slots whose adapters agree), of
+        several sets the one whose slot waited longest; the context is switched to that set. A
+        request is never decoded with another request's adapters."""
+        if not active:
+            return active
+        key = min(active, key=lambda s: s.t_stepped).request.lora_key   # type: ignore[union-attr]
+        active = [s for s in active if s.request is not None and s.request.lora_key == key]
+        if key != self._applied:
+            assert active[0].request is not None
+            self.context.set_loras(list(active[0].request.adapters))
+            self._applied = key
+        return active
+
+    def _evaluate_media(self, slot: Slot) -> None:
         """The media at the front of a joining request's prompt, each decoded into its sequence on
         its own (as llama-server does: a medium's embeddings are not batched with other tokens), up
         to the next text; the batch then takes the text."""
@@ -601,13 +587,13 @@ class BatchScheduler:
         except BaseException as exc:
             self._fail(slot, exc)
 
-    def _drafts(self, active: list[_Slot]) -> dict[int, list[int]]:
+    def _drafts(self, active: list[Slot]) -> dict[int, list[int]]:
         """The drafts of this step's generating slots that speculate (speculative/slots.py)."""
         generating = [(s, s.request) for s in active if s.request is not None and not s.request.prompting]
         speculator = self.engine.speculator
         return plan_drafts(speculator, generating, self._batch.capacity, self.n_ctx_seq) if speculator else {}
 
-    def _take(self, slot: _Slot, token: int, index: int) -> None:
+    def _take(self, slot: Slot, token: int, index: int) -> None:
         """A sampled token (from logits row ``index``): its chunk to the stream, or the end of the request."""
         request = slot.request
         assert request is not None and request.decoder is not None
@@ -626,7 +612,7 @@ class BatchScheduler:
         if decoder.reason is not None:
             self._finish(slot)
 
-    def _finish(self, slot: _Slot) -> None:
+    def _finish(self, slot: Slot) -> None:
         """The request ended (``decoder.reason``): its final chunk, and its slot is free."""
         request = slot.request
         assert request is not None and request.decoder is not None

@@ -3,29 +3,33 @@
 
     ChatStream(generation, result, parser, n_prompt)    iterate for ChatChunk values
 
-What enters: a running generation (``GenerationStream``: text pieces, then the stop reason and
-timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. What leaves:
+What enters: a running generation (a ``streams.TokenStream`` of any runtime: text pieces, then the
+stop reason and timings), the request's ``ChatTemplateResult`` and its ``ChatStreamParser``. What leaves:
 llama-server's sequence for a streamed chat completion -- a first chunk with the assistant role,
 one chunk per delta (content, thinking, tool calls), the final parse's deltas, then a chunk with
-the finish reason, usage and timings. In upstream mode the deltas are llama-server's own; by
-default docs/design.md deviations 2-5 apply (see ``llamact.chat.streaming``). Raises what the parser
-raises (``ChatParseError`` when upstream's server would end the stream with an error); the
-generation is released however the stream ends (exhausted, closed, dropped).
+the finish reason, usage and timings. In upstream mode the deltas are llama-server's own (the final
+parse's marked ``final_parse``); by default docs/design.md deviations 2-5 and 17 apply (see
+``llamact.chat.streaming``): the last chunk and the completion carry ``recovery`` when the final
+parse failed or calls were recovered. Raises what the parser raises (upstream mode:
+``ChatParseError`` where upstream's server would end the stream with an error); the generation is
+released however the stream ends (exhausted, closed, dropped).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
 
 from ..chat.deltas import ChatDelta
 from ..chat.messages import ChatMessage
+from ..chat.recovery import RecoveryReport
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
-from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Json, Usage, new_completion_id
+from ..json_types import Json
+from .chat_types import DEFAULT_MODEL_NAME, ChatChunk, ChatCompletion, ChatTimings, Usage, new_completion_id
 from .generator import GenerationChunk, Timings
 from .logprobs import TokenLogprob
+from .streams import TokenStream
 
 __all__ = ["ChatStream", "completion_id"]
 
@@ -46,7 +50,7 @@ class ChatStream:
     hold the whole reply (``text`` and ``tokens`` the model's raw output), and ``completion()``
     gives it as a ``ChatCompletion``."""
 
-    def __init__(self, generation: Any, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
+    def __init__(self, generation: TokenStream, result: ChatTemplateResult, parser: ChatStreamParser, n_prompt: int,
                  n_cached: int = 0, model: str = "") -> None:
         self.result = result
         self.id = completion_id()
@@ -62,6 +66,7 @@ class ChatStream:
         self.logprobs: list[TokenLogprob] | None = None  # per generated token, when logprobs were asked
         self.stop_string: str | None = None   # the stop string that ended the reply, once it has ended
         self.n_generated = 0    # once it has ended: the tokens generated, the end-of-generation one not counted
+        self._held_logprobs: list[TokenLogprob] = []   # default mode: entries of tokens whose text waits
         self._started = False
         self.ended = False      # the final chunk was made: the reply is complete
         self._chunks: Generator[ChatChunk, None, None] = self._run()
@@ -82,14 +87,10 @@ class ChatStream:
         self._chunks.close()
         self._generation.close()
 
-    def interrupt(self) -> bool:
-        """Stop the generation from another thread, where it can be (a batched slot's request: the
-        thread reading this stream sees it end); False when this stream cannot be interrupted so."""
-        interrupt = getattr(self._generation, "interrupt", None)
-        if interrupt is None:
-            return False
-        interrupt()
-        return True
+    def interrupt(self) -> None:
+        """Stop the generation from any thread: the thread reading this stream sees it end (its finish
+        reason "cancelled" where the runtime reports one)."""
+        self._generation.interrupt()
 
     def __enter__(self) -> ChatStream:
         return self
@@ -98,8 +99,9 @@ class ChatStream:
         self.close()
 
     @property
-    def generation(self) -> Any:
-        """The generation this stream reads (a ``GenerationStream``, or a batch slot's ``SequenceStream``)."""
+    def generation(self) -> TokenStream:
+        """The generation this stream reads (llama.cpp's ``GenerationStream``, a batch slot's
+        ``SequenceStream``, LiteRT-LM's ``RuntimeGeneration``)."""
         return self._generation
 
     # -- the reply -------------------------------------------------------------------------------
@@ -121,11 +123,17 @@ class ChatStream:
     @property
     def n_cached(self) -> int:
         """The prompt tokens reused from the KV cache (a batch slot's once it has joined)."""
-        return int(getattr(self._generation, "n_cached", 0) or self._n_cached)
+        return self._generation.n_cached or self._n_cached
 
     @property
     def finish_reason(self) -> str | None:
         return self._parser.finish_reason
+
+    @property
+    def recovery(self) -> RecoveryReport | None:
+        """Once ended (default mode): the final parse's error and the rules that recovered calls, or
+        None (docs/design.md deviation 17)."""
+        return self._parser.recovery
 
     def completion(self) -> ChatCompletion:
         """Run the stream to its end (if it has not ended) and return the whole reply."""
@@ -138,7 +146,8 @@ class ChatStream:
             raise LlamaInferenceException("the chat completion ended without its final chunk")
         return ChatCompletion(self._parser.response_message, self.finish_reason, self.usage, self.timings,
                               self.text, self.result.prompt, logprobs=self.logprobs, id=self.id,
-                              model=self.model or DEFAULT_MODEL_NAME, created=self.created)
+                              model=self.model or DEFAULT_MODEL_NAME, created=self.created,
+                              recovery=self._parser.recovery)
 
     def openai_chunks(self, *, include_usage: bool = False) -> Iterator[Json]:
         """The stream as OpenAI ``chat.completion.chunk`` dicts (llama-server's), with this stream's
@@ -170,8 +179,8 @@ class ChatStream:
         if piece.stop_reason is None:
             if piece.text:
                 out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
-            if piece.logprob is not None and out:   # a token that made no chunk: its entry is not streamed
-                out[-1] = out[-1]._replace(logprobs=(piece.logprob,))
+            if piece.logprob is not None:
+                self._place_logprob(out, piece.logprob)
             return out
         if piece.timings is None:
             return out
@@ -181,11 +190,31 @@ class ChatStream:
             self.tokens.append(piece.end_token)
         if piece.text:
             out.extend(_chunk(delta) for delta in self._parser.feed(piece.text))
-        out.extend(_chunk(delta, True) for delta in self._parser.finish(piece.stop_reason.value))
+        # upstream's final result carries the final parse's diffs apart; the default stream's last
+        # deltas (held text, whole calls) are deltas like any other
+        final = self._parser.upstream_compat
+        out.extend(_chunk(delta, final) for delta in self._parser.finish(piece.stop_reason.value))
+        held, self._held_logprobs = tuple(self._held_logprobs), []
+        if held and out and out[-1].role is None:
+            out[-1], held = out[-1]._replace(logprobs=out[-1].logprobs + held), ()
         self.usage, self.timings = self._accounting(piece.timings, piece.end_token is not None)
         self.ended = True
-        out.append(ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings))
+        out.append(ChatChunk(finish_reason=self._parser.finish_reason, usage=self.usage, timings=self.timings,
+                             logprobs=held, recovery=self._parser.recovery))
         return out
+
+    def _place_logprob(self, out: list[ChatChunk], entry: TokenLogprob) -> None:
+        """A token's entry goes on the last chunk it made. Upstream mode: a token that made no chunk
+        has its entry not streamed (llama-server's). Default mode, where text waits (deviation 5):
+        the entry waits with it, for the next chunk made."""
+        if self._parser.upstream_compat:
+            if out:
+                out[-1] = out[-1]._replace(logprobs=(entry,))
+            return
+        self._held_logprobs.append(entry)
+        if out:
+            out[-1] = out[-1]._replace(logprobs=tuple(self._held_logprobs))
+            self._held_logprobs = []
 
     def _accounting(self, t: Timings, ended: bool) -> tuple[Usage, ChatTimings]:
         # llama-server counts every sampled token (n_decoded), the end-of-generation token included

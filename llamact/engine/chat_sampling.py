@@ -53,7 +53,7 @@ from typing import Any
 
 from ..chat.request import thinking_budget
 from ..chat.result import ChatTemplateResult, GrammarTrigger
-from ..errors import LlamaInferenceException
+from ..errors import LlamaArgumentException, LlamaInferenceException
 from ..native import sampler as s
 from ..native.guided import GuidedSampler
 from ..native.matcher_grammar import MatcherGrammar
@@ -204,7 +204,7 @@ def chat_sampling_plan(engine_or_vocab: Any, result: ChatTemplateResult, params:
     vocab = _vocab_of(engine_or_vocab)
     budget = thinking_budget(thinking_budget_tokens)
     if result.grammar and params.grammar:
-        raise LlamaInferenceException(
+        raise LlamaArgumentException(
             "GenerationParams.grammar cannot be combined with the grammar this request already has (from its "
             "tools, response_format or grammar): give one of them",
             {"family": result.family},

@@ -5,6 +5,10 @@
                       of an OpenAI ``chat.completion.chunk`` as llama-server emits it
     ChatCompletion    the whole reply: message, finish reason, usage, timings; ``to_openai()`` is a
                       ``chat.completion``
+    ``recovery``      on the last chunk and the completion, when the final parse failed or calls were
+                      recovered (docs/design.md deviation 17): ``to_openai()`` writes it as the extension
+                      field ``llamact`` of the message (the last chunk's delta) -- ``{"parse_error": ...,
+                      "recovered": [rule names]}``
     Usage, ChatTimings   llama-server's usage object and its ``timings`` (prompt_n, prompt_ms, ...)
 
 ``ChatChunk`` is a NamedTuple for the same reason as ``GenerationChunk``: one is made per delta on
@@ -21,12 +25,12 @@ from typing import Any, NamedTuple
 from ..chat.deltas import ToolCallDelta
 from ..chat.messages import ChatMessage
 from ..chat.oai import message_to_json
+from ..chat.recovery import RecoveryReport
 from ..chat.streaming import gen_tool_call_id
+from ..json_types import Json
 from .logprobs import TokenLogprob
 
 __all__ = ["ChatChunk", "ChatCompletion", "ChatTimings", "Usage", "new_completion_id", "system_fingerprint"]
-
-Json = Any
 
 # the model name of a completion made without one (the engine passes its model's file name)
 DEFAULT_MODEL_NAME = "llamact"
@@ -135,6 +139,8 @@ class ChatChunk(NamedTuple):
     # parse: llama-server's final result carries these; the chat stream sends them as more deltas,
     # the Responses stream only in its ``*.done`` events, the Anthropic events open their blocks anew
     final_parse: bool = False
+    # on the last chunk: what the final parse could not read and what was recovered (deviation 17)
+    recovery: RecoveryReport | None = None
 
     def delta_json(self) -> Json:
         """The OpenAI ``delta`` object (server_chat_msg_diff_to_json_oaicompat)."""
@@ -163,6 +169,8 @@ class ChatChunk(NamedTuple):
                 "model": DEFAULT_MODEL_NAME if model is None else model, "system_fingerprint": fp,
                 "object": "chat.completion.chunk"}
         choice: Json = {"finish_reason": self.finish_reason, "index": 0, "delta": self.delta_json()}
+        if self.recovery is not None:
+            choice["delta"]["llamact"] = self.recovery.to_json()
         if self.logprobs:
             choice["logprobs"] = {"content": [e.to_openai() for e in self.logprobs]}
         out = [{"choices": [choice], **base}]
@@ -189,6 +197,7 @@ class ChatCompletion:
     id: str = field(default_factory=lambda: new_completion_id())
     model: str = DEFAULT_MODEL_NAME
     created: int = field(default_factory=lambda: int(time.time()))
+    recovery: RecoveryReport | None = None   # deviation 17: the parse error, the rules that recovered calls
 
     @property
     def content(self) -> str:
@@ -209,8 +218,11 @@ class ChatCompletion:
         completion_id = self.id if completion_id is None else completion_id
         model = self.model if model is None else model
         created = self.created if created is None else created
+        message = message_to_json(self.message)
+        if self.recovery is not None:
+            message["llamact"] = self.recovery.to_json()
         return {
-            "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message_to_json(self.message),
+            "choices": [{"finish_reason": self.finish_reason, "index": 0, "message": message,
                          **({"logprobs": {"content": [e.to_openai() for e in self.logprobs]}}
                             if self.logprobs is not None else {})}],
             "created": created,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import LlamaContextException, LlamaInferenceException
+from ..errors import LlamaArgumentException, LlamaContextException
 from ..native import llama_h
 from ..native.batch import Batch
 from ..native.context import Context, ContextOptions
@@ -36,7 +36,7 @@ def pooling_type(name: str | None) -> int:
     try:
         return int(POOLING[name])
     except (KeyError, TypeError):
-        raise LlamaInferenceException(
+        raise LlamaArgumentException(
             f"pooling must be one of {sorted(POOLING)} or None (the model's own), got {name!r}",
             {"pooling": repr(name)},
         ) from None
@@ -116,7 +116,7 @@ class Embedder:
         """One row per text (pooled), or one (n_tokens, n_embd) array per text (pooling none)."""
         for i, tokens in enumerate(texts):
             if not tokens:
-                raise LlamaInferenceException(f"text {i} has no tokens to embed", {"index": i})
+                raise LlamaArgumentException(f"text {i} has no tokens to embed", {"index": i})
             if len(tokens) > self._n_ctx:
                 raise LlamaContextException(
                     f"text {i} has {len(tokens)} tokens, more than the embedding context's {self._n_ctx}; "

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import difflib
 import functools
 import os
 import threading
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 
-from ..chat.media import RENDER_MARKER, MediaRef, display_prompt
-from ..chat.oai import ChatRequestError
+from ..chat.media import MediaRef, display_prompt
 from ..chat.pipeline import apply_request
-from ..chat.request import REQUEST_OPTIONS, ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ChatTemplates
 from ..errors import (
+    LlamaArgumentException,
     LlamaContextException,
-    LlamaInferenceException,
     LlamaModelException,
     LlamaRequestException,
     LlamaStateException,
@@ -33,83 +29,37 @@ from ..errors import (
     LlamaUnsupportedException,
 )
 from ..grammar.enforcement import refuse_unenforced
-from ..native.context import Context, ContextOptions
+from ..models import is_named_model, named_model_path
+from ..native.context import Context
 from ..native.lora import LoraAdapter
-from ..native.model import Model, ModelLoadOptions, ProgressCallback
-from ..native.mtmd import Projector, ProjectorOptions
+from ..native.model import Model, ProgressCallback
+from ..native.mtmd import Projector
 from ..native.sampler import SamplerChain
-from .aio import AsyncChatStream
+from . import chat_calls
+from .chat_calls import chat_keywords, check_chat_params, refuse_uncallable
 from .chat_completion import ChatStream
 from .chat_sampling import ChatSampling, chat_sampler_config
 from .chat_types import ChatCompletion
 from .embeddings import Embedder, model_pooling, pooling_type, rerank_tokens
-from .generator import GenerationChunk, GenerationResult, StopReason, generate
-from .logprobs import TokenLogprob, check_top_logprobs
+from .generator import GenerationResult, StopReason, generate
+from .litert_engine import LitertEngine
+from .loader import runtime_for
+from .logprobs import check_top_logprobs
 from .media import MediaPolicy, MediaPrompt, media_bytes
-from .params import (
-    CHAT_REQUEST_OWNED,
-    GENERATION_FIELDS,
-    GenerationParams,
-    ModelParams,
-    split_sampling_keywords,
-    with_model_keywords,
-    with_sampling_keywords,
-)
+from .params import GenerationParams, ModelParams, with_logprobs, with_model_keywords, with_sampling_keywords
 from .prepared import PreparedChat
 from .prompt_cache import PromptCache
-from .sampling import sampler_specs
+from .sampling import sampler_specs, within_context
 from .slot_state import checked_slot_tokens, pack_tokens, refuse_media
 from .speculative import Speculator
 from .speculative.setup import make_speculator
+from .streams import GenerationStream, collect
 from .templating import EngineTemplates
 
 
-class GenerationStream:
-    """An iterator of GenerationChunk that releases its engine exactly once: at the end, on
-    ``close()``, on leaving a ``with`` block, or when garbage-collected unfinished."""
-
-    def __init__(self, chunks: Iterator[GenerationChunk], release: Callable[[], None], n_cached: int = 0) -> None:
-        self._chunks = chunks
-        self.n_cached = n_cached  # prompt tokens reused from the KV cache, not evaluated again
-        self._release: Callable[[], None] | None = release
-
-    def __iter__(self) -> GenerationStream:
-        return self
-
-    def __next__(self) -> GenerationChunk:
-        if self._release is None:
-            raise StopIteration
-        try:
-            return next(self._chunks)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        release, self._release = self._release, None
-        if release is not None:
-            try:
-                close = getattr(self._chunks, "close", None)
-                if close is not None:
-                    close()
-            finally:
-                release()
-
-    def __enter__(self) -> GenerationStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
 class LlamaEngine:
-    """Loads a GGUF model and generates from it. Use as a context manager, or call ``close()``.
+    """Loads a GGUF model and generates from it through llama.cpp. Use as a context manager, or call
+    ``close()``. A ``backend.ChatBackend``, as its siblings ``BatchScheduler`` and ``LitertEngine``.
 
     One generation runs at a time per engine (a second concurrent one raises LlamaStateException);
     use one engine per thread for parallel work. Any thread may call ``cancel()`` or ``close()`` at
@@ -139,49 +89,35 @@ class LlamaEngine:
         *,
         model_path: str | os.PathLike[str] | None = None,
         **model_options: Any,
-    ) -> LlamaEngine:
+    ) -> LlamaEngine | LitertEngine:
         """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). Keywords are ModelParams
-        fields (``load(path, n_ctx=2048, n_threads=1)``), over ``params`` where both are given."""
+        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
+        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
+        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
+        over ``params`` where both are given.
+
+        The loader of every runtime: a file another runtime reads, by its suffix (``loader.RUNTIMES``),
+        is loaded by that runtime -- ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of this
+        class (not an instance of it) with the same chat calls (``backend.ChatBackend``)."""
         if (path is None) == (model_path is None):
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
         assert path is not None
-        other = _engine_for_file(cls, path)
-        if other is not None:   # a sibling runtime's file (LitertEngine: .litertlm)
-            return other.load(path, params, progress, **model_options)
+        if is_named_model(path):   # "qwen2.5-coder-0.5b": fetched once into llamact's cache
+            path = named_model_path(str(path))
+        other = runtime_for(path)
+        if other is not None:   # another runtime's file (loader.RUNTIMES: .litertlm is LiteRT-LM's)
+            return other(path, params, progress, **model_options)
         params = with_model_keywords(params, model_options)
-        context_options = ContextOptions(  # checked here, before the model takes time and memory
-            n_ctx=params.n_ctx,
-            n_batch=params.n_batch,
-            n_ubatch=params.n_ubatch,
-            n_threads=params.n_threads or 0,
-            n_threads_batch=params.n_threads_batch or 0,
-            adaptive_threads=params.adaptive_threads,
-            flash_attn=params.flash_attn,
-            type_k=params.type_k,
-            type_v=params.type_v,
-            n_seq_max=params.n_seq_max,
-        )
-        model = Model(
-            path,
-            ModelLoadOptions(
-                n_gpu_layers=params.n_gpu_layers,
-                main_gpu=params.main_gpu,
-                use_mmap=params.use_mmap,
-                split_mode=params.split_mode,
-                tensor_split=_tuple_or_none(params.tensor_split),
-                devices=_tuple_or_none(params.devices),
-                rpc_servers=tuple(params.rpc_servers),
-            ),
-            progress=progress,
-        )
+        context_options = params.context_options()   # checked before the model takes time and memory
+        model = Model(path, params.load_options(), progress=progress)
         try:
-            context = Context(model, context_options, gpu_offload=_offloads(params))
-            projector = _load_projector(model, params) if params.mmproj is not None else None
+            context = Context(model, context_options, gpu_offload=params.offloads)
+            projector = Projector(model, params.mmproj, params.projector_options()) if params.mmproj is not None \
+                else None
             engine = cls(model, context, params, projector)
-            for path, scale in params.loras:
-                engine.set_lora(path, scale)
+            for lora, scale in params.loras:
+                engine.set_lora(lora, scale)
             if params.speculative is not None and params.speculative.enabled:
                 engine._speculator = make_speculator(params, model, context)
         except BaseException:
@@ -199,7 +135,7 @@ class LlamaEngine:
         revision: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         progress: ProgressCallback | None = None,
-    ) -> LlamaEngine:
+    ) -> LlamaEngine | LitertEngine:
         """Load ``filename`` from the Hugging Face Hub repository ``repo_id`` (``llamact[hub]``).
 
         The file is downloaded once into huggingface_hub's cache, with its progress bar, and
@@ -274,9 +210,16 @@ class LlamaEngine:
         control tokens as their text."""
         return self.model.vocab.token_to_piece(token, special=special)
 
-    def get_metadata(self) -> dict[str, str]:
-        """The GGUF's metadata, key -> value as text."""
-        return self.model.metadata()
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
+        """The GGUF's metadata, key -> value as text; with ``key``, that key's value (``default`` when
+        the file has none), as ``get_metadata("tokenizer.chat_template")``."""
+        metadata = self.model.metadata()
+        return metadata if key is None else metadata.get(key, default)
 
     # -- what callers read about the model and its context (the engine's face: nothing outside
     # -- engine/ and native/ reads the native objects) ---------------------------------------
@@ -333,6 +276,11 @@ class LlamaEngine:
     @property
     def n_batch(self) -> int:
         return self.context.n_batch
+
+    @property
+    def n_threads(self) -> int:
+        """The threads a one-token decode uses now (the thread governor moves it while the machine is busy)."""
+        return self.context.n_threads
 
     @property
     def speculator(self) -> Speculator | None:
@@ -399,10 +347,10 @@ class LlamaEngine:
         ``params.cache_prompt`` is False. Logits depend slightly on how tokens were batched, so a
         sampled continuation may differ from a fresh evaluation's (as with llama-server's cache).
 
-        ``media`` is a prompt with images or audio (``media_prompt()``; ``prompt`` is then its keys):
-        the stream frees it when it ends.
+        ``media`` is a prompt with images or audio (what ``prepare_chat()`` makes of a request's media;
+        ``prompt`` is then its keys): the stream frees it when it ends.
         """
-        params = params or GenerationParams()
+        params = within_context(params or GenerationParams(), self.n_ctx)
         try:
             top_logprobs = _top_logprobs(params)
             tokens = media.keys if media is not None else self._prompt_tokens(prompt)
@@ -444,7 +392,8 @@ class LlamaEngine:
         except BaseException:
             release()
             raise
-        return GenerationStream(self._prompt_cache.track(loop, rest), release, n_cached)
+        return GenerationStream(self._prompt_cache.track(loop, rest), release, n_cached,
+                                abort=self.context.request_abort)
 
     def _prompt_tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
         # bytes are text (UTF-8), not a sequence of token ids that happen to be below 256
@@ -459,25 +408,9 @@ class LlamaEngine:
         ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token); other
         keywords are ``GenerationParams`` fields, set over ``params`` (``complete(p, max_tokens=8,
         temperature=0)``)."""
-        params = _with_logprobs(with_sampling_keywords(params, sampling), logprobs, top_logprobs)
+        params = with_logprobs(with_sampling_keywords(params, sampling), logprobs, top_logprobs)
         tokens = self._prompt_tokens(prompt)
-        pieces: list[str] = []
-        out_tokens: list[int] = []
-        entries: list[TokenLogprob] = []
-        last: GenerationChunk | None = None
-        for chunk in self.generate(tokens, params):
-            pieces.append(chunk.text)
-            if chunk.token is not None:
-                out_tokens.append(chunk.token)
-                if chunk.logprob is not None:   # one per generated token (not the end token's)
-                    entries.append(chunk.logprob)
-            last = chunk
-        if last is None or last.stop_reason is None or last.timings is None:
-            raise LlamaInferenceException("generation ended without a final chunk")
-        return GenerationResult(
-            "".join(pieces), tokens, out_tokens, last.stop_reason, last.timings, stop_string=last.stop_string,
-            logprobs=entries if params.logprobs else None,
-        )
+        return collect(self.generate(tokens, params), tokens, params.logprobs)
 
     # -- LoRA adapters -----------------------------------------------------------------------
 
@@ -498,12 +431,12 @@ class LlamaEngine:
             self._apply_loras()
 
     def remove_lora(self, path: str | os.PathLike[str]) -> None:
-        """Stop applying the adapter at ``path`` and free it (LlamaInferenceException if not applied)."""
+        """Stop applying the adapter at ``path`` and free it (LlamaRequestException if not applied)."""
         key = Path(path).resolve()
         with self._reserved():
             entry = self._loras.pop(key, None)
             if entry is None:
-                raise LlamaInferenceException(f"no LoRA adapter {path} is applied", {"path": str(path)})
+                raise LlamaArgumentException(f"no LoRA adapter {path} is applied", {"path": str(path)})
             self._apply_loras()
             entry[0].close()
 
@@ -515,6 +448,22 @@ class LlamaEngine:
             self._apply_loras()
             for adapter, _scale in entries:
                 adapter.close()
+
+    def _adapters_for(self, scales: Mapping[str | os.PathLike[str], float] | None
+                      ) -> tuple[tuple[LoraAdapter, float], ...]:
+        """The loaded adapters with a non-zero scale for a request asking for ``scales`` (path ->
+        scale; None: the scales applied now). An adapter not loaded (``set_lora``) raises."""
+        if scales is None:
+            return tuple((adapter, scale) for adapter, scale in self._loras.values() if scale != 0)
+        out = []
+        for path, scale in scales.items():
+            entry = self._loras.get(Path(path).resolve())
+            if entry is None:
+                raise LlamaArgumentException(f"no LoRA adapter {path} is loaded: set_lora({str(path)!r}, 0) loads it",
+                                              {"path": str(path)})
+            if scale != 0:
+                out.append((entry[0], float(scale)))
+        return tuple(out)
 
     def _apply_loras(self) -> None:
         self.context.set_loras(list(self._loras.values()))
@@ -556,7 +505,7 @@ class LlamaEngine:
         returns the number of tokens saved."""
         with self._reserved():
             tokens = self._prompt_cache.tokens
-            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True)
+            self.context.save_seq_state(path, 0, pack_tokens(tokens), raw=True, checksum=False)
             return len(tokens)
 
     def restore_slot(self, path: str | os.PathLike[str]) -> int:
@@ -629,8 +578,8 @@ class LlamaEngine:
             elif isinstance(text, (list, tuple)):
                 tokens.append(self.model.vocab.token_ids(text))
             else:
-                raise LlamaInferenceException(f"texts are strings or lists of token ids; item {i} is "
-                                              f"{type(text).__name__}", {"index": i})
+                raise LlamaArgumentException(f"texts are strings or lists of token ids; item {i} is "
+                                             f"{type(text).__name__}", {"index": i})
         with self._reserved():
             embedder = self._embedder
             if embedder is None or embedder.pooling != pooling:
@@ -639,7 +588,7 @@ class LlamaEngine:
                     embedder.close()
                 pooling_type(pooling)  # a bad name raises before a context is made
                 embedder = self._embedder = Embedder(self.model, self.context.n_ctx, pooling,
-                                                     self.params.n_threads or 0, self._gpu_offload())
+                                                     self.params.n_threads or 0, self.params.offloads)
             return embedder.embed(tokens, normalize)
 
     def embedding_pooling(self, pooling: str | None = None) -> str:
@@ -656,9 +605,6 @@ class LlamaEngine:
         (llama-server's ``format_prompt_rerank``)."""
         return rerank_tokens(self.model, query, document)
 
-    def _gpu_offload(self) -> bool:
-        return _offloads(self.params)
-
     # -- chat templates ----------------------------------------------------------------------
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
@@ -668,9 +614,10 @@ class LlamaEngine:
         ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
         (``tools``, ``tool_choice``, ``response_format``, ``chat_template_kwargs``, ``template_now``,
         ...: see ``ChatRequest``). The template is the request's ``custom_template`` (Jinja source)
-        when given, else ``ModelParams.chat_template``, else the GGUF's own.
+        when given, else ``ModelParams.chat_template``, else the GGUF's own. The deprecated
+        ``json_schema=`` shortcut is still read (a ``DeprecationWarning``; ``response_format`` wins).
         """
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         result = self._apply(request)
         return replace(result, prompt=display_prompt(result.prompt)) if request.media else result
 
@@ -686,21 +633,6 @@ class LlamaEngine:
         self.model.check_open()
         return self._templates.templates(custom_template)
 
-    def chat_template_set(self, custom_template: str | None = None) -> ChatTemplates:
-        """Deprecated (0.2 removes it): ``templates()``."""
-        warnings.warn("LlamaEngine.chat_template_set() is now templates()", DeprecationWarning, stacklevel=2)
-        return self.templates(custom_template)
-
-    def chat_prompt(self, messages: Any, add_generation_prompt: bool = True) -> str:
-        """The prompt the model's chat template renders for ``messages`` (see ``chat_template``)."""
-        return self.chat_template(messages, add_generation_prompt=add_generation_prompt).prompt
-
-    def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
-        """Stream the raw text of the reply to ``messages``: the prompt from the chat template, its
-        additional stops added. ``create()`` parses the reply (content, thinking, tool calls)."""
-        chat = self.prepare_chat(as_chat_request(messages, {}), params)
-        return self.generate(chat.tokens, chat.params, sampling=chat.sampling, media=chat.media)
-
     # -- chat completions ------------------------------------------------------------------------
 
     def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
@@ -713,9 +645,11 @@ class LlamaEngine:
 
         The prompt, grammar and parser come from the model's chat template (``chat_template``);
         ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
-        2-5 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
-        message). Sampling is wired as llama-server wires it (``chat_sampling``): the template's grammar,
-        lazy with its triggers or prefilled with the generation prompt, or the request's ``grammar``;
+        2-5 and 17 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
+        message; calls written outside the envelope recovered, a reply the parser cannot read answered
+        with what could be read: the last chunk's ``recovery``). Sampling is wired as llama-server
+        wires it (``chat_sampling``): the template's grammar, lazy with its triggers or prefilled with
+        the generation prompt, or the request's ``grammar``;
         preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
         (None or -1: unlimited) ending a thought with the template's end tag (after
         ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
@@ -724,7 +658,7 @@ class LlamaEngine:
         Keywords that are ``GenerationParams`` fields (``temperature``, ``max_tokens``, ``stop``,
         ``seed``, ...) are a shortcut for ``params``: set over it, they win over its fields.
         """
-        params, options = _chat_keywords(params, options)
+        params, options = chat_keywords(params, options)
         chat = self.prepare_chat(as_chat_request(messages, options), params)
         # the stream closes the sampling and the media
         generation = self.generate(chat.tokens, chat.params, sampling=chat.sampling, media=chat.media)
@@ -736,17 +670,19 @@ class LlamaEngine:
         it): the template's result, the stream parser for the reply, the prompt's tokens, the
         generation settings and the sampler. The caller owns the sampler: it closes it with the
         generation, or ``prepared.close()`` when it does not generate."""
-        params = params or GenerationParams()
-        if params.grammar:
-            request, params = _grammar_from_params(request, params)
-        params = _with_logprobs(params, request.logprobs, request.top_logprobs)
+        check_chat_params(params)
+        params = within_context(params or GenerationParams(), self.n_ctx)
+        params = with_logprobs(params, request.logprobs, request.top_logprobs)
         if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
             refuse_unenforced(request.inputs.json_schema,
                               "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
         result = self._apply(request)
+        # "required" through a template without a tool-call format: refused (deviation 15), not answered in text
+        refuse_uncallable(request, result, lambda: self._templates.templates(request.custom_template))
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
-        media = self.media_prompt(result.prompt, request.media) if request.media else None
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
+        media = self._media_prompt(result.prompt, request.media) if request.media else None
         try:
             tokens = media.keys if media is not None else self.prompt_tokens(result.prompt)
             # the one channel of a user grammar in a chat request is the request's; the sampler reads it
@@ -762,7 +698,7 @@ class LlamaEngine:
             result = replace(result, prompt=display_prompt(result.prompt))
         return PreparedChat(request, result, parser, tokens, params, sampling, media)
 
-    def media_prompt(self, prompt: str, media: Sequence[MediaRef]) -> MediaPrompt:
+    def _media_prompt(self, prompt: str, media: Sequence[MediaRef]) -> MediaPrompt:
         """``prompt`` (one ``RENDER_MARKER`` per medium, as a chat request renders) tokenized with the
         media: their bytes fetched under ``media_policy``, checked and decoded by the projector. The
         caller closes it (``generate(..., media=)`` does). LlamaUnsupportedException without a projector."""
@@ -783,7 +719,7 @@ class LlamaEngine:
         if not request.media:
             return len(self.tokenize(result.prompt, add_special=True, parse_special=True))
         try:
-            media = self.media_prompt(result.prompt, request.media)
+            media = self._media_prompt(result.prompt, request.media)
         except LlamaContextException as exc:   # longer than the context: its length is still the answer
             if "n_prompt" not in exc.details:
                 raise
@@ -795,24 +731,7 @@ class LlamaEngine:
                       **options: Any) -> ChatCompletion:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings), as
         ``complete()`` is ``generate()`` run to its end. Same arguments as ``create()``."""
-        with self.create(messages, params=params, **options) as stream:
-            return stream.completion()
-
-    def create_completion(self, messages: Any, *, params: GenerationParams | None = None,
-                          **options: Any) -> ChatCompletion:
-        """Deprecated (0.2 removes it): ``complete_chat()``. The name means a text completion in
-        llama-cpp-python and OpenAI; ``llamact.compat.Llama.create_completion`` is that one."""
-        warnings.warn("LlamaEngine.create_completion() is now complete_chat() (a chat reply); for a text "
-                      "completion of a prompt use complete()", DeprecationWarning, stacklevel=2)
-        return self.complete_chat(messages, params=params, **options)
-
-    def acreate(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> AsyncChatStream:
-        """``create()`` for asyncio: ``async for chunk in engine.acreate(messages, ...)`` with the same
-        arguments; generation runs in a worker thread and stops when the consumer stops iterating
-        (``aclose()``, leaving ``async with``, or cancelling the task). See ``llamact.engine.aio``."""
-        params, options = _chat_keywords(params, options)
-        request = as_chat_request(messages, options)
-        return AsyncChatStream(lambda: self.create(request, params=params), self.cancel)
+        return chat_calls.complete_chat(self, messages, params, options)
 
     def create_structured(self, messages: Any, output: Any, *, params: GenerationParams | None = None,
                           **options: Any) -> Any:
@@ -821,56 +740,7 @@ class LlamaEngine:
         (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
         schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
         for an answer that is cut off or does not validate. Other keywords: ``create()``'s."""
-        from .structured import response_format_for, validate_output
-
-        params, options = _chat_keywords(params, options)
-        request = as_chat_request(messages, {**options, "response_format": response_format_for(output)})
-        reply = self.complete_chat(request, params=params)
-        return validate_output(output, reply.content, reply.finish_reason)
-
-
-def _grammar_from_params(request: ChatRequest, params: GenerationParams) -> tuple[ChatRequest, GenerationParams]:
-    """Deprecated (0.2 refuses it): ``GenerationParams.grammar`` in a chat request becomes the
-    request's ``grammar``, its one channel (checked against the tools and response format there)."""
-    warnings.warn("a chat request's grammar is its own option: create(messages, grammar=...); "
-                  "GenerationParams.grammar is for raw prompts", DeprecationWarning, stacklevel=4)
-    if request.grammar and request.grammar != params.grammar:
-        raise ChatRequestError("two grammars for one chat request (the request's grammar and GenerationParams."
-                               "grammar): give the request's alone")
-    return replace(request, grammar=params.grammar), replace(params, grammar=None)
-
-
-def _chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
-                                                                                   dict[str, Any]]:
-    """A chat call's keywords as (its generation settings, the request's options): the sampling
-    shortcut (``GenerationParams`` fields the request does not own) set over ``params``."""
-    sampling, rest = split_sampling_keywords(options, CHAT_REQUEST_OWNED)
-    unknown = [name for name in rest if name not in REQUEST_OPTIONS]
-    if "stream" in unknown:
-        raise ChatRequestError("create() always streams and complete_chat() returns the whole reply: drop stream= "
-                               "(llamact.compat.Llama.create_chat_completion takes it, as llama-cpp-python)",
-                               {"option": "stream"})
-    if unknown:   # the nearest name among both kinds of keyword
-        close = difflib.get_close_matches(unknown[0], sorted(REQUEST_OPTIONS | GENERATION_FIELDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else " (see ChatRequest's and GenerationParams' fields)"
-        raise ChatRequestError(f"{unknown[0]!r} is not an option of a chat request nor a sampling setting{hint}",
-                               {"option": unknown[0]})
-    return (with_sampling_keywords(params, sampling) if sampling else params), rest
-
-
-def chat_keywords(params: GenerationParams | None, options: dict[str, Any]) -> tuple[GenerationParams | None,
-                                                                                  dict[str, Any]]:
-    """``create()``'s keyword split (sampling settings, request options), for engines beside this one."""
-    return _chat_keywords(params, options)
-
-
-def _with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
-    changes: dict[str, Any] = {}
-    if logprobs is not None:
-        changes["logprobs"] = bool(logprobs)
-    if top_logprobs is not None:
-        changes["top_logprobs"] = top_logprobs
-    return dataclasses.replace(params, **changes) if changes else params
+        return chat_calls.create_structured(self, messages, output, params, options)
 
 
 def _top_logprobs(params: GenerationParams) -> int | None:
@@ -878,42 +748,9 @@ def _top_logprobs(params: GenerationParams) -> int | None:
     top = check_top_logprobs(params.top_logprobs)
     if not params.logprobs:
         if top:
-            raise LlamaInferenceException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
+            raise LlamaArgumentException("top_logprobs requires logprobs to be set to true", {"top_logprobs": top})
         return None
     return top
 
 
 __all__ = ["LlamaEngine", "StopReason"]
-
-
-def _load_projector(model: Model, params: ModelParams) -> Projector:
-    """The projector of ``params.mmproj`` for ``model``, run as llama-server runs its ``--mmproj``."""
-    assert params.mmproj is not None
-    threads = params.n_threads or max(1, min(os.cpu_count() or 1, 4))
-    return Projector(model, params.mmproj, ProjectorOptions(
-        use_gpu=params.mmproj_offload and _offloads(params), n_threads=threads, flash_attn=params.flash_attn,
-        image_min_tokens=params.image_min_tokens, image_max_tokens=params.image_max_tokens,
-        media_marker=RENDER_MARKER))
-
-
-def _engine_for_file(cls: type[LlamaEngine], path: str | os.PathLike[str]) -> type[LlamaEngine] | None:
-    """The engine class that loads ``path`` when it is not a GGUF: a subclass naming the file's suffix
-    in ``FILE_SUFFIXES`` (``engine/litert_engine.py``), found without importing it here."""
-    suffix = Path(path).suffix.lower()
-    for sub in LlamaEngine.__subclasses__():
-        if suffix in getattr(sub, "FILE_SUFFIXES", ()) and not issubclass(cls, sub):
-            return sub
-    return None
-
-
-def _offloads(params: ModelParams) -> bool:
-    """Whether the model's layers (and so its KV cache) may live off this machine's RAM. The RPC
-    backend is compiled in by default: only a real GPU backend or an actual RPC server counts."""
-    from .. import build_info
-
-    offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
-    return params.n_gpu_layers != 0 and bool(offload_backends or params.rpc_servers)
-
-
-def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    return None if value is None else tuple(value)

@@ -6,8 +6,8 @@ What enters: a context (sequence 0, ``n_past`` tokens already in it), a sampler 
 remaining token ids. What leaves: one ``GenerationChunk`` per generated token, then a final chunk
 with the stop reason and timings (the sequence's rules -- text, stop strings, limits, end token,
 timings, logprobs -- are ``decode.SequenceDecoder``'s, shared with the batched slots). Raises
-``LlamaInferenceException`` for an empty prompt or a bad ``max_tokens``, ``LlamaContextException``
-when the prompt does not fit, and what the native calls raise while it runs.
+``LlamaArgumentException`` (a request error) for an empty prompt or a bad ``max_tokens``,
+``LlamaContextException`` when the prompt does not fit, and what the native calls raise while it runs.
 
 Per generated token the loop makes one native call (``TokenStepper.step``: decode the previous
 token, sample, end-of-generation check, text piece) and hands the piece to the decoder, which
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import LlamaContextException, LlamaInferenceException
+from ..errors import LlamaArgumentException, LlamaContextException
 from ..native.context import Context
 from ..native.guided import GuidedSampler
 from ..native.sampler import SamplerChain
@@ -81,9 +81,9 @@ def generate(
     tokens that the target verifies.
     """
     if not prompt_tokens:
-        raise LlamaInferenceException("the prompt is empty: give at least one token")
+        raise LlamaArgumentException("the prompt is empty: give at least one token")
     if media is not None and media.spans and media.spans[-1].end == len(media.keys):
-        raise LlamaInferenceException("a prompt with media must end with text after its last medium")
+        raise LlamaArgumentException("a prompt with media must end with text after its last medium")
     prompt = list(prompt_tokens) if media is not None else context.model.vocab.token_ids(prompt_tokens)
     n_ctx = context.n_ctx
     if n_past + len(prompt_tokens) > n_ctx:
@@ -93,7 +93,7 @@ def generate(
             {"n_prompt": len(prompt_tokens), "n_ctx": n_ctx, "n_past": n_past},
         )
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < -1:
-        raise LlamaInferenceException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
+        raise LlamaArgumentException(f"max_tokens must be -1 or a non-negative integer, got {max_tokens!r}")
 
     stepper = TokenStepper(context, sampler, render_special)
     reader = LogprobReader(context.model.vocab, top_logprobs) if top_logprobs is not None else None

@@ -1,8 +1,13 @@
-"""``LitertEngine``: a LiteRT-LM ``.litertlm`` bundle behind ``LlamaEngine``'s surface (``llamact[litert]``).
+"""``LitertEngine``: a LiteRT-LM ``.litertlm`` bundle as a ``ChatBackend`` (``llamact[litert]``).
 
-    engine = LlamaEngine.load("model.litertlm")      # picks this class by the file's suffix
+    engine = LlamaEngine.load("model.litertlm")      # the loader picks this class by the file's suffix
     engine.create(messages, tools=..., response_format=...)     ChatChunk stream, as for a GGUF model
     engine.chat_template(messages) / complete_chat / create_structured / ChatSession(engine) / cancel()
+
+A sibling of ``LlamaEngine`` (``backend.py``), not a subclass: it has the chat calls, the tokens and
+the model's facts (what the server and the session read), and shares their code with
+``LlamaEngine`` through ``chat_calls``, ``streams`` and ``ChatStream``. ``isinstance(engine,
+LlamaEngine)`` is False for it.
 
 What enters: a bundle's path and ``ModelParams`` (``n_ctx`` is the runtime's token budget, at most
 what the bundle was exported for; ``n_threads``; ``chat_template``), then the same requests and
@@ -21,8 +26,10 @@ content-as-parts adapter (``backends.litert.content_shape``); one it cannot adap
 ``template_now`` does not reach a template the runtime renders (it keeps its own clock).
 
 Raises what ``LlamaEngine`` raises for the same input, plus ``LlamaUnsupportedException`` for what
-the runtime cannot do (see ``backends.litert``) and for ``LlamaEngine`` methods that need llama.cpp
-(embeddings, LoRA, KV-cache state, logits, slots): each names the method.
+the runtime cannot do (see ``backends.litert``). What only llama.cpp has (embeddings, LoRA, KV-cache
+state and slot files, logits) is declared here by ``LlamaEngine``'s names as ``LlamaCppOnly``: reading
+one raises ``LlamaUnsupportedException`` naming it, and mypy types it as never returning, so code that
+takes either engine (the server's routes) type-checks and answers a typed refusal.
 """
 
 from __future__ import annotations
@@ -34,11 +41,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, overload
 
 from ..backends import litert
 from ..chat.pipeline import apply_request
-from ..chat.request import ChatRequest, as_chat_request
+from ..chat.request import ChatRequest, as_chat_request, chat_template_request
 from ..chat.result import ChatTemplateResult
 from ..chat.streaming import ChatStreamParser
 from ..chat.templates import ORIGIN_PER_CALL, ChatTemplates, load_chat_templates
@@ -51,12 +58,16 @@ from ..errors import (
     LlamaTokenLimitException,
     LlamaUnsupportedException,
 )
+from . import chat_calls
+from .chat_calls import chat_keywords
 from .chat_completion import ChatStream
-from .engine import GenerationStream, LlamaEngine, chat_keywords
+from .chat_types import ChatCompletion
+from .generator import GenerationResult
 from .litert_generation import RuntimeGeneration
-from .params import GenerationParams, ModelParams, with_model_keywords
+from .params import GenerationParams, ModelParams, with_logprobs, with_model_keywords, with_sampling_keywords
+from .streams import collect
 
-__all__ = ["LitertEngine"]
+__all__ = ["LitertEngine", "LlamaCppOnly"]
 
 log = logging.getLogger("llamact.litert")
 
@@ -67,13 +78,31 @@ _MODEL_REFUSED = {"loras": ("LoRA adapters", ()), "rpc_servers": ("RPC servers",
                   "speculative": ("speculative decoding (--spec-*)", None)}
 
 
-class LitertEngine(LlamaEngine):
+class LlamaCppOnly:
+    """A ``LlamaEngine`` name for what only llama.cpp has: read on a ``LitertEngine``, it raises
+    ``LlamaUnsupportedException`` naming it (typed as never returning)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, engine: None, owner: type | None = None) -> LlamaCppOnly: ...
+
+    @overload
+    def __get__(self, engine: object, owner: type | None = None) -> NoReturn: ...
+
+    def __get__(self, engine: object, owner: type | None = None) -> LlamaCppOnly:
+        if engine is None:
+            return self
+        _unsupported(self.name)
+
+
+class LitertEngine:
     """A ``.litertlm`` model (see the module docstring). One generation at a time, as ``LlamaEngine``."""
 
-    FILE_SUFFIXES = (".litertlm",)
+    speculator = None     # no speculative decoding (refused at load)
 
     def __init__(self, runtime: litert.RuntimeEngine, bundle: litert.BundleInfo, params: ModelParams) -> None:
-        # LlamaEngine.__init__ is not called: it builds llama.cpp's model and context
         self.params = params
         self.bundle = bundle
         self._runtime = runtime
@@ -86,8 +115,6 @@ class LitertEngine(LlamaEngine):
         self._runtime_template: str | None = None   # the choice's runtime source, adapted once probed
         self._probed = False
         self.content_shape: litert.ContentShape | None = None   # the template's, once probed
-        self._loras = {}   # LlamaEngine.loras reads it: no adapter is ever applied here
-        self._speculator = None   # LlamaEngine.speculator reads it: no drafts (refused at load)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, params: ModelParams | None = None,
@@ -107,28 +134,35 @@ class LitertEngine(LlamaEngine):
         bundle = litert.read_bundle(target)
         limit = bundle.max_num_tokens or params.n_ctx or 4096
         n_ctx = min(params.n_ctx, limit) if params.n_ctx > 0 else limit
-        runtime = litert.RuntimeEngine.open(target, threads=params.n_threads, max_num_tokens=n_ctx)
+        runtime = litert.RuntimeEngine.open(target, threads=params.threads, max_num_tokens=n_ctx)
         if progress is not None:
             progress(1.0)
         return cls(runtime, bundle, params)
 
+    # what only llama.cpp has, by LlamaEngine's names (tests/backends/litert: every public name of
+    # LlamaEngine is either one of these or answered here)
+    embed = LlamaCppOnly()                  # embeddings
+    embed_tokens = LlamaCppOnly()
+    embedding_pooling = LlamaCppOnly()
+    rerank_tokens = LlamaCppOnly()
+    n_embd = LlamaCppOnly()
+    set_lora = LlamaCppOnly()               # LoRA adapters
+    remove_lora = LlamaCppOnly()
+    clear_loras = LlamaCppOnly()
+    save_state = LlamaCppOnly()             # KV-cache and slot files
+    load_state = LlamaCppOnly()
+    save_slot = LlamaCppOnly()
+    restore_slot = LlamaCppOnly()
+    logits = LlamaCppOnly()                 # llama.cpp's logits and its sampler
+    prepare_chat = LlamaCppOnly()
+
     # -- lifecycle and what callers read ------------------------------------------------------
 
-    @property
-    def model(self) -> Any:
-        return _unsupported("the llama.cpp model object")
+    def __enter__(self) -> LitertEngine:
+        return self
 
-    @model.setter
-    def model(self, value: Any) -> None:
-        raise LlamaStateException("a LiteRT-LM engine has no llama.cpp model")
-
-    @property
-    def context(self) -> Any:
-        return _unsupported("the llama.cpp context")
-
-    @context.setter
-    def context(self, value: Any) -> None:
-        raise LlamaStateException("a LiteRT-LM engine has no llama.cpp context")
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def closed(self) -> bool:
@@ -189,16 +223,32 @@ class LitertEngine(LlamaEngine):
         return 1
 
     @property
+    def n_threads(self) -> int:
+        """The threads the runtime was given (``ModelParams.threads``)."""
+        return self.params.threads
+
+    @property
     def n_vocab(self) -> int:
         return litert.vocab_size(self.bundle) or 0
 
     @property
-    def n_embd(self) -> int:
-        return _unsupported("n_embd (the runtime does not expose the model's width)")
+    def context_tokens(self) -> tuple[int, ...]:
+        return ()   # the runtime keeps no prompt cache between requests
+
+    def clear_cache(self) -> int:
+        return 0    # (nothing to clear: see context_tokens)
 
     @property
-    def context_tokens(self) -> tuple[int, ...]:
-        return ()
+    def loras(self) -> dict[Path, float]:
+        return {}   # the runtime takes no adapters (refused at load)
+
+    @property
+    def supports_vision(self) -> bool:
+        return False
+
+    @property
+    def supports_audio(self) -> bool:
+        return False
 
     @property
     def eog_tokens(self) -> tuple[int, ...]:
@@ -231,10 +281,15 @@ class LitertEngine(LlamaEngine):
     def fim_token(self, kind: str) -> int | None:
         return None
 
-    def get_metadata(self) -> dict[str, str]:
+    @overload
+    def get_metadata(self) -> dict[str, str]: ...
+    @overload
+    def get_metadata(self, key: str, default: str | None = None) -> str | None: ...
+
+    def get_metadata(self, key: str | None = None, default: str | None = None) -> dict[str, str] | str | None:
         """The bundle's system metadata and what its LLM metadata says, as text; ``tokenizer.chat_template``
         is the template llamact renders with unless ``ModelParams.chat_template`` replaced it (then the
-        bundle's own, as a GGUF's metadata keeps its own)."""
+        bundle's own, as a GGUF's metadata keeps its own). With ``key``, that key's value (or ``default``)."""
         b = self.bundle
         out = {str(k): str(v) for k, v in b.system_metadata.items()}
         out.update({"general.architecture": "litert-lm", "litert.file_version": ".".join(map(str, b.version)),
@@ -244,7 +299,7 @@ class LitertEngine(LlamaEngine):
         own = b.template if self.params.chat_template is not None else self._choice.source
         if own:
             out["tokenizer.chat_template"] = own
-        return out
+        return out if key is None else out.get(key, default)
 
     # -- tokens ----------------------------------------------------------------------------------
 
@@ -270,6 +325,16 @@ class LitertEngine(LlamaEngine):
     def token_piece(self, token: int, special: bool = True) -> bytes:
         return self.detokenize([token]).encode("utf-8")
 
+    def prompt_tokens(self, text: str | bytes) -> list[int]:
+        """A prompt's ids (the start token first); one longer than the context raises
+        ``LlamaContextException``."""
+        try:
+            return self.tokenize(text, add_special=True, parse_special=True, limit=self.n_ctx)
+        except LlamaTokenLimitException as exc:
+            n = exc.details["at_least"]
+            raise LlamaContextException(f"the prompt ({n} tokens) does not fit the context ({self.n_ctx} tokens); "
+                                        "use a shorter prompt", {"n_prompt": n, "n_ctx": self.n_ctx}) from None
+
     # -- templates -------------------------------------------------------------------------------
 
     def templates(self, custom_template: str | None = None) -> ChatTemplates:
@@ -279,11 +344,11 @@ class LitertEngine(LlamaEngine):
         if custom_template:
             return load_chat_templates(custom_template, origin=ORIGIN_PER_CALL)
         if self._default is None:
-            self._default = load_chat_templates(self._choice.source, origin=self._choice.origin)
+            self._default = load_chat_templates(self._choice.render_source, origin=self._choice.origin)
         return self._default
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
-        request = as_chat_request(messages, options)
+        request = chat_template_request(messages, options)
         return apply_request(self.templates(request.custom_template), request)
 
     def runtime_template(self) -> str | None:
@@ -351,7 +416,8 @@ class LitertEngine(LlamaEngine):
         sampling = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
         result = self.chat_template(request)
         parser = ChatStreamParser(result, tools=request.inputs.tools, upstream_compat=request.upstream_compat,
-                                  is_continuation=request.is_continuation)
+                                  is_continuation=request.is_continuation, tool_choice=request.inputs.tool_choice,
+                                  named_tool=request.named_tool)
         n_prompt = len(self.tokenize(result.prompt))
         if n_prompt >= self.n_ctx:
             raise LlamaContextException(f"the prompt ({n_prompt} tokens) does not fit the context ({self.n_ctx} "
@@ -456,79 +522,46 @@ class LitertEngine(LlamaEngine):
             self._active = generation
         return generation
 
-    def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
-                 sampling: Any = None, media: Any = None) -> GenerationStream:
+    def generate(self, prompt: str | bytes | Sequence[int],
+                 params: GenerationParams | None = None) -> RuntimeGeneration:
         """A raw completion of ``prompt`` (text, or ids turned back into text) through the runtime, no
         template applied."""
-        if sampling is not None:
-            _unsupported("a llama.cpp sampler (sampling=)")
-        if media is not None:
-            _unsupported("a prompt with media (media=)")
         params = params or GenerationParams()
         settings = litert.runtime_sampling(_values(params), _GENERATION_DEFAULTS)
-        if isinstance(prompt, (bytes, bytearray)):
-            prompt = bytes(prompt).decode("utf-8", errors="replace")
-        if isinstance(prompt, str):
-            text = prompt
-        else:   # ids: the runtime adds the start token itself
-            ids = list(prompt)
-            text = self.detokenize(ids[1:] if ids[:1] == [self._runtime.start_token] else ids)
+        text = self._prompt_text(prompt)
         n_prompt = len(self.tokenize(text))
-        generation = self._generate_text(text, settings, settings.stop, n_prompt, "prompt")
-        return GenerationStream(generation, generation.close)
+        return self._generate_text(text, settings, settings.stop, n_prompt, "prompt")
 
-    def prepare_chat(self, request: ChatRequest, params: GenerationParams | None = None) -> Any:
-        return _unsupported("prepare_chat (llama.cpp's sampler and prompt tokens)")
+    def _prompt_text(self, prompt: str | bytes | Sequence[int]) -> str:
+        if isinstance(prompt, (bytes, bytearray)):
+            return bytes(prompt).decode("utf-8", errors="replace")
+        if isinstance(prompt, str):
+            return prompt
+        ids = list(prompt)   # the runtime adds the start token itself
+        return self.detokenize(ids[1:] if ids[:1] == [self._runtime.start_token] else ids)
 
-    projector = None   # llama.cpp's multimodal projector: none (supports_vision / supports_audio are False)
+    def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
+                 logprobs: bool | None = None, top_logprobs: int | None = None,
+                 **sampling: Any) -> GenerationResult:
+        """``generate()`` run to its end (``LlamaEngine.complete``'s arguments)."""
+        params = with_logprobs(with_sampling_keywords(params, sampling), logprobs, top_logprobs)
+        tokens = self.prompt_tokens(bytes(prompt) if isinstance(prompt, bytearray) else prompt) \
+            if isinstance(prompt, (str, bytes, bytearray)) else list(prompt)
+        return collect(self.generate(tokens, params), tokens, params.logprobs)
 
-    def media_prompt(self, prompt: str, media: Sequence[Any]) -> Any:
-        return _unsupported("images and audio through llama.cpp's projector (a .litertlm model's media go "
-                            "through the runtime, which llamact does not drive yet)")
+    def complete_chat(self, messages: Any, *, params: GenerationParams | None = None,
+                      **options: Any) -> ChatCompletion:
+        """``create()`` run to its end (``LlamaEngine.complete_chat``)."""
+        return chat_calls.complete_chat(self, messages, params, options)
+
+    def create_structured(self, messages: Any, output: Any, *, params: GenerationParams | None = None,
+                          **options: Any) -> Any:
+        """The reply as an ``output`` value (``LlamaEngine.create_structured``)."""
+        return chat_calls.create_structured(self, messages, output, params, options)
 
     def prompt_length(self, request: ChatRequest) -> int:
         """The request's rendered prompt, tokenized (what a session fits into the context)."""
         return len(self.tokenize(self.chat_template(request).prompt, add_special=True, parse_special=True))
-
-    def chat(self, messages: Any, params: GenerationParams | None = None) -> GenerationStream:
-        """The raw text of the reply: ``create()``'s generation, unparsed."""
-        stream = self.create(messages, params=params)
-        return GenerationStream(stream.generation, stream.close)
-
-    # -- what needs llama.cpp ------------------------------------------------------------------------
-
-    def embed(self, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported("embed")
-
-    def embed_tokens(self, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported("embed_tokens")
-
-    def logits(self, index: int = -1) -> Any:
-        return _unsupported("logits")
-
-    def set_lora(self, *args: Any, **kwargs: Any) -> None:
-        _unsupported("set_lora")
-
-    def remove_lora(self, *args: Any, **kwargs: Any) -> None:
-        _unsupported("remove_lora")
-
-    def clear_loras(self) -> None:
-        """Nothing to remove: the runtime takes no adapters."""
-
-    def save_state(self, *args: Any, **kwargs: Any) -> None:
-        _unsupported("save_state")
-
-    def load_state(self, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported("load_state")
-
-    def save_slot(self, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported("save_slot")
-
-    def restore_slot(self, *args: Any, **kwargs: Any) -> Any:
-        return _unsupported("restore_slot")
-
-    def clear_cache(self) -> int:
-        return 0   # the runtime keeps no cache between requests
 
 
 def _unsupported(what: str) -> NoReturn:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LlamaInferenceException
+from ..errors import LlamaArgumentException
 from ..native.model import Vocab
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit; llama-server's default when top_logprobs is not given
@@ -63,7 +63,7 @@ class TokenLogprob:
 
 def check_top_logprobs(n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_TOP_LOGPROBS:
-        raise LlamaInferenceException(
+        raise LlamaArgumentException(
             f"top_logprobs must be an integer from 0 to {MAX_TOP_LOGPROBS}, got {n!r}", {"top_logprobs": repr(n)}
         )
     return n

@@ -27,6 +27,8 @@ import base64
 import binascii
 import bisect
 import hashlib
+import os
+import stat
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -122,14 +124,24 @@ def _read_file(name: str, root: Path | None) -> bytes:
     if root is None:
         raise LlamaMediaException("file:// URLs are not allowed unless a media path is set (ModelParams(media_path="
                                   "...), llamact serve --media-path DIR)")
+    if "\0" in name:   # (Path and open() raise ValueError on it: a 500 once)
+        raise LlamaMediaException(f"file path is not allowed (it holds a NUL character): {name!r}")
     path = (root / name.lstrip("/")).resolve()
     if not path.is_relative_to(root) or any(part in ("..",) for part in Path(name).parts):
         raise LlamaMediaException(f"file path is not allowed: {name}")
+    try:   # opened without blocking and checked on its descriptor: a FIFO would wait for a writer forever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        raise LlamaMediaException(f"file does not exist or cannot be opened: {name}") from None
     try:
-        with path.open("rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LlamaMediaException(f"not a regular file (a FIFO, a device or a directory): {name}")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(FETCH_MAX_BYTES * 4 + 1)
     except OSError:
         raise LlamaMediaException(f"file does not exist or cannot be opened: {name}") from None
+    finally:
+        os.close(fd)
     if len(data) > FETCH_MAX_BYTES * 4:
         raise LlamaMediaException(f"file is larger than {FETCH_MAX_BYTES * 4 >> 20} MiB: {name}")
     return data

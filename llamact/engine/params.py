@@ -8,8 +8,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import LlamaInferenceException, LlamaModelException, LlamaRequestException
+from .._build import build_info
+from ..chat.media import RENDER_MARKER
+from ..errors import LlamaArgumentException, LlamaModelException, LlamaRequestException
 from ..grammar.engines.choice import check_engine_name
+from ..native.context import ContextOptions
+from ..native.model import ModelLoadOptions
+from ..native.mtmd import ProjectorOptions
 from .speculative.params import SpeculativeParams
 
 
@@ -84,6 +89,46 @@ class ModelParams:
             object.__setattr__(self, name, value)
         if not isinstance(self.loras, (str, bytes)) and isinstance(self.loras, Iterable):
             object.__setattr__(self, "loras", tuple(self.loras))
+
+    # -- what llama.cpp is given: the one mapping of these fields onto its options ----------------
+
+    def load_options(self) -> ModelLoadOptions:
+        """How llama.cpp loads the weights (``llama_model_params``): placement and mapping."""
+        return ModelLoadOptions(
+            n_gpu_layers=self.n_gpu_layers, main_gpu=self.main_gpu, use_mmap=self.use_mmap,
+            split_mode=self.split_mode, tensor_split=_tuple_or_none(self.tensor_split),
+            devices=_tuple_or_none(self.devices), rpc_servers=tuple(self.rpc_servers))
+
+    def context_options(self) -> ContextOptions:
+        """The context llama.cpp makes for the model (``llama_context_params``); made before the model
+        is loaded, so a bad KV type or size is refused before it takes time and memory."""
+        return ContextOptions(
+            n_ctx=self.n_ctx, n_batch=self.n_batch, n_ubatch=self.n_ubatch, n_threads=self.n_threads or 0,
+            n_threads_batch=self.n_threads_batch or 0, adaptive_threads=self.adaptive_threads,
+            flash_attn=self.flash_attn, type_k=self.type_k, type_v=self.type_v, n_seq_max=self.n_seq_max)
+
+    def projector_options(self) -> ProjectorOptions:
+        """How the multimodal projector (``mmproj``) runs, as llama-server runs its ``--mmproj``."""
+        return ProjectorOptions(
+            use_gpu=self.mmproj_offload and self.offloads, n_threads=self.threads, flash_attn=self.flash_attn,
+            image_min_tokens=self.image_min_tokens, image_max_tokens=self.image_max_tokens,
+            media_marker=RENDER_MARKER)
+
+    @property
+    def threads(self) -> int:
+        """``n_threads``, or its default when None: the machine's cores, at most 4."""
+        return self.n_threads or max(1, min(os.cpu_count() or 1, 4))
+
+    @property
+    def offloads(self) -> bool:
+        """Whether the model's layers (and so its KV cache) may live off this machine's RAM. The RPC
+        backend is compiled in by default: only a real GPU backend or an actual RPC server counts."""
+        offload_backends = [b for b in build_info()["backends"] if b not in ("cpu", "rpc")]
+        return self.n_gpu_layers != 0 and bool(offload_backends or self.rpc_servers)
+
+
+def _tuple_or_none(value: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
 
 
 # the sampler chain between the logit bias and the selecting sampler, in upstream's default order, by
@@ -160,8 +205,8 @@ class GenerationParams:
             value = getattr(self, name)
             items = tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else None
             if items is None or not all(isinstance(item, str) for item in items):
-                raise LlamaInferenceException(f"{name} must be a sequence of strings, got {value!r}",
-                                              {name: repr(value)})
+                raise LlamaArgumentException(f"{name} must be a sequence of strings, got {value!r}",
+                                             {name: repr(value)})
             object.__setattr__(self, name, items)
 
 
@@ -169,13 +214,13 @@ def _stop_sequences(stop: object) -> tuple[str, ...]:
     if isinstance(stop, str):
         return (stop,)
     if isinstance(stop, (bytes, bytearray)) or not isinstance(stop, Iterable):
-        raise LlamaInferenceException(
+        raise LlamaArgumentException(
             f"stop must be a string or a sequence of strings, got {type(stop).__name__}", {"stop": repr(stop)}
         )
     stops = tuple(stop)
     for item in stops:
         if not isinstance(item, str):
-            raise LlamaInferenceException(
+            raise LlamaArgumentException(
                 f"each stop sequence must be a string, got {item!r} ({type(item).__name__})", {"stop": repr(stops)}
             )
     return stops
@@ -225,3 +270,13 @@ def with_model_keywords(params: ModelParams | None, keywords: Mapping[str, Any])
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise LlamaModelException(f"{unknown[0]!r} is not a ModelParams field{hint}", {"option": unknown[0]})
     return replace(base, **keywords)
+
+
+def with_logprobs(params: GenerationParams, logprobs: bool | None, top_logprobs: int | None) -> GenerationParams:
+    """``params`` with OpenAI's ``logprobs`` / ``top_logprobs`` set where given (None: left as they are)."""
+    changes: dict[str, Any] = {}
+    if logprobs is not None:
+        changes["logprobs"] = bool(logprobs)
+    if top_logprobs is not None:
+        changes["top_logprobs"] = top_logprobs
+    return replace(params, **changes) if changes else params

@@ -2,19 +2,20 @@
 ``--cache-ram`` prompt cache, for the batched slots.
 
     store = PromptStore(context, limit_bytes)
-    store.save(seq, tokens)                  # before a slot's cache is overwritten
-    tokens = store.load(seq, prompt, better_than=n)   # a saved prefix longer than n restored into seq
+    store.save(seq, tokens, tag=key)         # before a slot's cache is overwritten
+    tokens = store.load(seq, prompt, better_than=n, tag=key)   # a saved prefix longer than n restored into seq
 
 A slot about to lose most of what it holds (another request takes it) saves it first; a request
 whose prompt starts with a saved sequence's tokens (further than its slot's own cache reaches) gets
 that state copied into its slot, and only the rest of the prompt is evaluated. So a client coming
 back to a conversation finds it again even after its slot served others. Entries beyond the limit
-go oldest first; an entry that another entry extends is dropped.
+go oldest first; an entry that another entry extends is dropped. An entry is found only by a
+request with the same ``tag`` (the LoRA adapters its cells were computed with).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ..errors import LlamaStateException
@@ -28,6 +29,7 @@ __all__ = ["PromptStore"]
 class _Entry:
     tokens: tuple[int, ...]
     data: bytes | bytearray
+    tag: Hashable = None
 
 
 class PromptStore:
@@ -44,28 +46,30 @@ class PromptStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def save(self, seq: int, tokens: Sequence[int]) -> None:
-        """Keep what sequence ``seq`` holds (``tokens``, position by position)."""
+    def save(self, seq: int, tokens: Sequence[int], tag: Hashable = None) -> None:
+        """Keep what sequence ``seq`` holds (``tokens``, position by position, computed under ``tag``)."""
         key = tuple(tokens)
-        if not key or any(e.tokens[:len(key)] == key for e in self._entries):
+        if not key or any(e.tag == tag and e.tokens[:len(key)] == key for e in self._entries):
             return   # nothing, or already covered by an entry
         data = self._context.seq_state_bytes(seq)
         if not data or len(data) > self.limit_bytes:
             return
-        for covered in [e for e in self._entries if key[:len(e.tokens)] == e.tokens]:
+        for covered in [e for e in self._entries if e.tag == tag and key[:len(e.tokens)] == e.tokens]:
             self._drop(covered)
-        self._entries.append(_Entry(key, data))
+        self._entries.append(_Entry(key, data, tag))
         self.size_bytes += len(data)
         while self.size_bytes > self.limit_bytes:
             self._drop(self._entries[0])
         self.n_saved += 1
 
-    def load(self, seq: int, prompt: Sequence[int], better_than: int) -> list[int] | None:
-        """Restore into ``seq`` the entry sharing the longest prefix with ``prompt``, when that prefix
-        is longer than ``better_than``; returns the tokens ``seq`` then holds (None: nothing loaded,
-        ``seq`` unchanged)."""
+    def load(self, seq: int, prompt: Sequence[int], better_than: int, tag: Hashable = None) -> list[int] | None:
+        """Restore into ``seq`` the entry of ``tag`` sharing the longest prefix with ``prompt``, when
+        that prefix is longer than ``better_than``; returns the tokens ``seq`` then holds (None:
+        nothing loaded, ``seq`` unchanged)."""
         best, best_lcp = None, better_than
         for entry in self._entries:
+            if entry.tag != tag:
+                continue
             lcp = common_prefix(entry.tokens, prompt)
             if lcp > best_lcp:
                 best, best_lcp = entry, lcp

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import LlamaInferenceException, LlamaSamplerParameterException
+from dataclasses import replace
+
+from ..errors import LlamaArgumentException, LlamaSamplerParameterException
 from ..native import sampler as s
 from ..native.model import Model
 from .grammar_engines import grammar_limits_for, grammar_sampler_spec
@@ -55,6 +57,40 @@ def sampler_specs(p: GenerationParams, model: Model | None = None) -> list[s.Sam
     return specs
 
 
+def within_context(p: GenerationParams, n_ctx: int) -> GenerationParams:
+    """``p`` with its look-back windows (``repeat_last_n``, ``dry_penalty_last_n``) no longer than the
+    context: a longer one sees no more tokens than a sequence holds, but llama.cpp allocates it whole
+    when the sampler is made (a ring buffer, and DRY's counts: 10^9 asked for 8 GB, a request's way
+    to exhaust the server's memory). The samples are the same."""
+    def bounded(n: int) -> int:
+        return n_ctx if isinstance(n, int) and not isinstance(n, bool) and n > n_ctx else n   # (others: checked later)
+
+    if bounded(p.repeat_last_n) is p.repeat_last_n and bounded(p.dry_penalty_last_n) is p.dry_penalty_last_n:
+        return p
+    return replace(p, repeat_last_n=bounded(p.repeat_last_n), dry_penalty_last_n=bounded(p.dry_penalty_last_n))
+
+
+def check_params(p: GenerationParams, n_vocab: int) -> None:
+    """Check ``p`` as the sampler chain's set-up would (the types and ranges of every sampler's
+    settings, the token ids of its bias, ``max_tokens``), without making anything native: where
+    settings are read from a file (a saved session) they fail there, not at the next request."""
+    if isinstance(p.max_tokens, bool) or not isinstance(p.max_tokens, int) or p.max_tokens < -1:
+        raise LlamaSamplerParameterException(
+            f"max_tokens must be an integer >= -1 (-1: no limit), got {p.max_tokens!r}",
+            {"max_tokens": repr(p.max_tokens)})
+    if p.grammar:   # the limits of its engine (llama.cpp's Grammar spec would apply all of them)
+        check_grammar(p.grammar, p.grammar_engine)
+    s.validate_specs(sampler_specs(replace(p, grammar=None)), n_vocab)
+
+
+def dry_runs(p: GenerationParams) -> bool:
+    """Whether ``p``'s chain builds llama.cpp's DRY sampler, whose set-up scans the whole vocabulary
+    once per sequence breaker (``llama_sampler_init_dry``: a token's text against each breaker):
+    DRY is in the chain and on (a multiplier, a look-back; a base below 1 turns it off)."""
+    return (not p.greedy and p.mirostat == 0 and "dry" in p.samplers and p.dry_multiplier != 0
+            and p.dry_base >= 1.0 and p.dry_penalty_last_n > 0)
+
+
 def check_grammar(text: str, engine: str = "llama") -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
     m > n, and explains other errors only on stderr. Our front end rejects both with the place.
@@ -69,4 +105,4 @@ def check_grammar(text: str, engine: str = "llama") -> None:
     except GrammarLimitError:
         raise
     except GbnfError as exc:
-        raise LlamaInferenceException(f"invalid grammar: {exc}", {"grammar": text[:2000]}) from exc
+        raise LlamaArgumentException(f"invalid grammar: {exc}", {"grammar": text[:2000]}) from exc

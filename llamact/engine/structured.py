@@ -21,12 +21,11 @@ from typing import Any
 import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import LlamaInferenceException, LlamaUnsupportedException
+from ..errors import LlamaArgumentException, LlamaInferenceException, LlamaUnsupportedException
 from ..grammar.enforcement import refuse_unenforced
+from ..json_types import Json
 
 __all__ = ["parse_structured_json", "response_format_for", "schema_for", "validate_output"]
-
-Json = Any
 
 def schema_for(output: Any) -> Json:
     """The JSON schema of ``output`` (a dict schema is returned as is); raises
@@ -75,7 +74,7 @@ def parse_structured_json(stream: Iterable[Any], output: Any = None) -> Any:
     and return its answer: validated as ``output`` when given, else the parsed JSON value."""
     completion = getattr(stream, "completion", None)
     if completion is None:
-        raise LlamaInferenceException("parse_structured_json needs a create() stream")
+        raise LlamaArgumentException("parse_structured_json needs a create() stream")
     reply = completion()
     if output is None:
         try:

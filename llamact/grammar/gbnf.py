@@ -38,7 +38,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lark import PostLex
 
-from ..errors import LlamaInferenceException
+from ..errors import ErrorKind, LlamaInferenceException, LlamaRequestException
 
 __all__ = [
     "MAX_PARSE_DEPTH",
@@ -65,10 +65,14 @@ MAX_REPETITION_THRESHOLD = 2000
 _U64 = 2**64
 
 
-class GbnfError(LlamaInferenceException):
+class GbnfError(LlamaInferenceException, LlamaRequestException):
     """A GBNF grammar that does not parse or is not valid; ``line`` / ``column`` are 1-based (None
     when the problem has no single place, e.g. a missing root) and ``context`` shows the line with a
-    caret under the place, as Lark's errors do."""
+    caret under the place, as Lark's errors do. The request's fault wherever the grammar was made
+    (llama-server answers 400 "Failed to parse grammar"); a ``LlamaInferenceException`` too, as it was
+    before errors had a kind."""
+
+    kind = ErrorKind.REQUEST
 
     def __init__(self, reason: str, line: int | None = None, column: int | None = None, context: str = "") -> None:
         where = f" at line {line}, column {column}" if line is not None else ""

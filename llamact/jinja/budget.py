@@ -29,12 +29,9 @@ import contextvars
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .errors import JinjaLimitExceeded
-
-if TYPE_CHECKING:
-    from .isolation import CallerData
 
 # Approximate sizes in bytes (CPython, 64-bit): a pointer slot, and a small object's header.
 SLOT_BYTES = 16
@@ -64,13 +61,20 @@ def container_cost(items: int) -> int:
     return OBJECT_BYTES + SLOT_BYTES * items
 
 
+class CallerContainers(Protocol):
+    """The render's view of the caller's data (``isolation.CallerData``; a protocol, so this module
+    need not import isolation.py, which imports it)."""
+
+    def holds(self, obj: Any) -> bool: ...
+
+
 class Budget:
     """The running render's account. Every check raises ``JinjaLimitExceeded`` (without a source
     name: the façade adds it). ``caller`` is the render's view of the caller's data (isolation.py)."""
 
     __slots__ = ("limits", "deadline", "allocated", "caller", "_max_string", "_max_allocated")
 
-    def __init__(self, limits: RenderLimits, caller: CallerData | None = None) -> None:
+    def __init__(self, limits: RenderLimits, caller: CallerContainers | None = None) -> None:
         self.limits = limits
         self.deadline = _clock() + limits.max_seconds
         self.allocated = 0

@@ -11,7 +11,8 @@ identifier lookups, member access (``array_access``/``object_access``, the built
 it), filters and methods applied, ``test_is_<name>`` tests, for-loop iteration, and the deep use of
 ``tojson``/``string``. A probe that fails to render counts as upstream's failed execution.
 Whether a template supports thinking is not a probe's answer upstream: the apply pipeline decides
-(``llamact.chat.supports_enable_thinking``).
+(``llamact.chat.supports_enable_thinking``), so ``TemplateCaps.supports_thinking`` is None here and
+``llamact.chat.template_capabilities`` fills it in; ``to_map`` keeps upstream's nine keys.
 Raises ``JinjaSyntaxError`` when the source does not compile (upstream's template constructor
 throws before probing), ``JinjaLimitExceeded`` when the probes together run past ``limits`` (one
 budget for all of them: a hostile template costs one time limit, not one per probe), and
@@ -52,7 +53,9 @@ _DEEP = frozenset({"tojson", "string"})
 
 @dataclass(frozen=True)
 class TemplateCaps:
-    """What a template supports; defaults are upstream's (``caps.h``)."""
+    """What a template supports; defaults are upstream's (``caps.h``). ``supports_thinking`` (thinking
+    channels) is no probe's answer: None until ``llamact.chat.template_capabilities`` asks the apply
+    pipeline, as upstream's ``common_chat_templates_support_enable_thinking`` does."""
 
     supports_tools: bool = True
     supports_tool_calls: bool = True
@@ -63,10 +66,15 @@ class TemplateCaps:
     supports_string_content: bool = True
     supports_typed_content: bool = False
     supports_object_arguments: bool = False
+    supports_thinking: bool | None = None
 
     def to_map(self) -> dict[str, bool]:
-        """Upstream's ``caps::to_map`` (a ``std::map``: keys sorted)."""
-        return {f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)}
+        """Upstream's ``caps::to_map`` (a ``std::map``: keys sorted; thinking is not among them)."""
+        return {name: getattr(self, name) for name in PROBED_CAPS}
+
+
+#: upstream's caps, the probes' answers (sorted, as ``caps::to_map`` lists them)
+PROBED_CAPS: tuple[str, ...] = tuple(sorted(f.name for f in fields(TemplateCaps) if f.name != "supports_thinking"))
 
 
 # -- tracked input values -------------------------------------------------------------------------
@@ -404,7 +412,8 @@ def _reasoning_effort(ctx: dict[str, Any]) -> None:
 
 
 def _probe(template: CompiledTemplate, budget: Budget) -> dict[str, bool]:
-    caps: dict[str, bool] = {f.name: bool(f.default) for f in fields(TemplateCaps)}
+    defaults = TemplateCaps()
+    caps: dict[str, bool] = {name: getattr(defaults, name) for name in PROBED_CAPS}
 
     run = _execute(template, budget, [{"role": "user", "content": _CONTENT_MARKER}])
     content = _path(run.messages, 0, "content")
@@ -480,4 +489,4 @@ def template_caps(source: str, *, limits: RenderLimits | None = None) -> Templat
     return TemplateCaps(**caps)
 
 
-__all__ = ["TemplateCaps", "template_caps", "ProbeEnvironment", "track"]
+__all__ = ["PROBED_CAPS", "TemplateCaps", "template_caps", "ProbeEnvironment", "track"]

@@ -10,6 +10,7 @@ the comparisons upstream refuses (``TemplateError``).
 
 from __future__ import annotations
 
+import json.encoder
 import math
 from collections.abc import Callable
 from typing import Any
@@ -173,16 +174,24 @@ def as_string(v: Value) -> str:
 def as_repr(v: Value) -> str:
     """Upstream's ``value_to_string_repr``: strings quoted (JSON when they hold a quote)."""
     if isinstance(v, str):
-        if "'" in v:
-            from .tojson import to_json
-
-            return to_json(v)
-        return "'" + v + "'"
+        return _json_string(v) if "'" in v else "'" + v + "'"
     if is_undefined(v):
         return "Undefined"
     if v is None:
         return "None"
     return as_string(v)
+
+
+def _json_string(s: str) -> str:
+    """``to_json(s)`` for a string (tojson.py, which imports this module): the same text, the same
+    bound checked first and the same charge after."""
+    budget = current_budget()
+    limit = budget.limits.max_output_chars
+    if len(s) + 2 > limit:
+        raise JinjaLimitExceeded(f"tojson output of more than {limit} characters exceeds the bound")
+    text = json.encoder.encode_basestring(s)
+    budget.charge_string(len(text))
+    return text
 
 
 class _Text:

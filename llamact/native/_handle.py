@@ -39,6 +39,7 @@ class NativeHandle:
         self._owner: NativeHandle | None = None
         self._unfreed: int | None = None  # closed, not freed yet: the dependents close first
         self._orphan: int | None = None  # closed, free deferred until the open dependents close
+        self._poison: LlamaStateException | None = None   # why it is unusable (poison()), if not closed
 
     def _adopt(self, dependent: NativeHandle) -> None:
         """Register a handle that must be closed before this one (a context of a model). Call it
@@ -53,7 +54,14 @@ class NativeHandle:
     def closed(self) -> bool:
         return self._ptr is None
 
+    def poison(self, error: LlamaStateException) -> None:
+        """Make the handle unusable without freeing it: every use raises ``error`` (a forked child's
+        copy of an object whose native state did not survive the fork: ``forks``)."""
+        self._ptr, self._poison = None, error
+
     def _closed_error(self) -> LlamaStateException:
+        if self._poison is not None:
+            return self._poison
         return LlamaStateException(
             f"this {self._kind} was closed; create a new one to keep working", {"kind": self._kind}
         )
@@ -87,6 +95,7 @@ class NativeHandle:
         for dependent in list(self._dependents):
             dependent.close()
         with self._close_lock:
+            self._wait_unpinned()
             ptr, self._unfreed = self._unfreed, None
             if ptr is None:  # freed by a concurrent close(), under this lock
                 return
@@ -95,6 +104,10 @@ class NativeHandle:
                 self._orphan = ptr
                 return
             self._release(ptr)
+
+    def _wait_unpinned(self) -> None:
+        """Wait (the lock held) until no other thread has the handle pinned: here the lock itself
+        excludes them; ``SharedHandle``'s pins run side by side and are counted."""
 
     def _release(self, ptr: int) -> None:
         """Free ``ptr`` (the lock is held), then tell the owner. Locks go dependent -> owner."""
@@ -110,6 +123,7 @@ class NativeHandle:
             self._open_dependents -= 1
             ptr = self._orphan
             if ptr is not None and self._open_dependents == 0:
+                self._wait_unpinned()
                 self._orphan = None
                 self._release(ptr)
 
@@ -147,6 +161,86 @@ class _Pinned:
         if ptr is None:
             handle._close_lock.release()
             raise handle._closed_error()
+        return ptr
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle._close_lock.release()
+
+
+class SharedHandle(NativeHandle):
+    """A handle whose pinned calls run side by side: for native objects that are read-only once made
+    (a model: its weights and vocabulary), whose readers must not take turns -- a request's sampler
+    set-up (DRY scans the whole vocabulary once per sequence breaker) would otherwise hold every
+    other request's tokenizing, and the slots' token pieces, for as long as it runs.
+
+    ``pinned()`` counts the pin instead of holding the lock through the call; ``close()`` (and
+    ``exclusive()``, for the few calls that change the object: loading a LoRA adapter into a model)
+    waits until the pins of other threads have ended, and new pins wait for it."""
+
+    def __init__(self, pointer: int, free: Callable[[Any], None]) -> None:
+        super().__init__(pointer, free)
+        self._unpinned = threading.Condition(self._close_lock)
+        self._pins = 0                         # pins in progress, every thread's
+        self._own_pins = threading.local()     # this thread's (its own never block it)
+
+    def pinned(self) -> _SharedPin:  # type: ignore[override]
+        return _SharedPin(self)
+
+    def exclusive(self) -> _Exclusive:
+        """``with handle.exclusive() as ptr:`` no other thread's call runs in the block."""
+        return _Exclusive(self)
+
+    def _wait_unpinned(self) -> None:
+        while self._pins > getattr(self._own_pins, "n", 0):
+            self._unpinned.wait()
+
+
+class _SharedPin:
+    """``SharedHandle.pinned()``: the lock is taken only to count the pin in and out."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: SharedHandle) -> None:
+        self._handle = handle
+
+    def __enter__(self) -> int:
+        handle = self._handle
+        with handle._close_lock:
+            ptr = handle._ptr
+            if ptr is None:
+                raise handle._closed_error()
+            handle._pins += 1
+            own = handle._own_pins
+            own.n = getattr(own, "n", 0) + 1
+        return ptr
+
+    def __exit__(self, *exc: object) -> None:
+        handle = self._handle
+        with handle._close_lock:
+            handle._pins -= 1
+            handle._own_pins.n -= 1
+            handle._unpinned.notify_all()
+
+
+class _Exclusive:
+    """``SharedHandle.exclusive()``: the lock held through the call, once the other pins have ended."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: SharedHandle) -> None:
+        self._handle = handle
+
+    def __enter__(self) -> int:
+        handle = self._handle
+        handle._close_lock.acquire()
+        try:
+            handle._wait_unpinned()
+            ptr = handle._ptr
+            if ptr is None:
+                raise handle._closed_error()
+        except BaseException:
+            handle._close_lock.release()
+            raise
         return ptr
 
     def __exit__(self, *exc: object) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import LlamaUnsupportedException
 from . import llama_h, mtmd_h, shim
+from .log import LOG_CALLBACK
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -106,9 +107,8 @@ def native() -> NativeLibrary:
     with _lock:
         if _instance is None:
             lib = NativeLibrary(library_dir())
-            from .log import install_log_router
-
-            install_log_router(lib)
+            lib.llama.llama_log_set(LOG_CALLBACK, None)
+            lib.mtmd.mtmd_helper_log_set(LOG_CALLBACK, None)   # mtmd and its helpers log through their own setter
             lib.llama.llama_backend_init()
             atexit.register(lib.llama.llama_backend_free)
             _instance = lib

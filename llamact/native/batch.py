@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, SupportsIndex
+from typing import Any, Protocol, SupportsIndex
 
 from ..errors import LlamaInferenceException
 from ._handle import NativeHandle
 
-if TYPE_CHECKING:
-    from .context import Context
-
 __all__ = ["Batch"]
+
+
+class _ForContext(Protocol):
+    """What a batch needs of the ``Context`` it is made for: the library the context was loaded with
+    (a protocol, so this module need not import context.py, which imports it)."""
+
+    _lib: Any
 
 
 class Batch(NativeHandle):
@@ -20,7 +24,7 @@ class Batch(NativeHandle):
 
     _kind = "batch"
 
-    def __init__(self, context: Context, capacity: int, n_seq_max: int = 1) -> None:
+    def __init__(self, context: _ForContext, capacity: int, n_seq_max: int = 1) -> None:
         if capacity < 1:
             raise LlamaInferenceException("batch capacity must be at least 1", {"capacity": capacity})
         lib = context._lib

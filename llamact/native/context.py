@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import LlamaContextException, LlamaInferenceException, LlamaStateException
-from . import llama_h, log
+from . import forks, llama_h, log
 from ._handle import NativeHandle
 from ._library import native
 from .batch import Batch  # re-exported: a batch is made for a context
 from .model import Model
 from .shim import DECODE_EXCEPTION, ErrorBuffer
+from .state_files import read_state_file, refuse_special_target, seal
 from .thread_governor import ThreadGovernor
 
 
@@ -146,23 +147,21 @@ def _state_prefix_problem(head: bytes, available: int) -> str | None:
     return None
 
 
-def _state_file_problem(path: str | os.PathLike[str], capacity: int) -> str | None:
-    """Check a session file's state prefix (see above) where llama.cpp would read it."""
-    try:
-        with open(path, "rb") as fh:
-            header = fh.read(12)
-            if len(header) < 12:
-                return None
-            magic, version, n_tokens = (int.from_bytes(header[i : i + 4], "little") for i in (0, 4, 8))
-            if magic != _SESSION_MAGIC or version != _SESSION_VERSION or n_tokens > capacity:
-                return None  # llama.cpp rejects these with a clear message
-            offset = 12 + 4 * n_tokens
-            fh.seek(offset)
-            head = fh.read(4)
-            size = os.fstat(fh.fileno()).st_size
-    except OSError:
-        return None  # llama.cpp reports why it cannot open the file
-    return _state_prefix_problem(head, size - offset)
+def _session_file_parts(data: memoryview, capacity: int) -> tuple[str | None, list[int], int]:
+    """A session file's (problem or None, tokens, offset of the state bytes), checked as
+    ``llama_state_load_file`` checks it."""
+    if len(data) < 12:
+        return "the file is too short to be a state file", [], 0
+    magic, version, n_tokens = (int.from_bytes(data[i : i + 4], "little") for i in (0, 4, 8))
+    if magic != _SESSION_MAGIC or version != _SESSION_VERSION:
+        return f"unknown (magic, version) for session file: {magic:08x}, {version:08x}", [], 0
+    if n_tokens > capacity:
+        return f"token count in session file exceeded capacity! {n_tokens} > {capacity}", [], 0
+    offset = 12 + 4 * n_tokens
+    if offset > len(data):
+        return "the file is truncated (its token list is cut)", [], 0
+    tokens = list(data[12:offset].cast("i")) if n_tokens else []
+    return None, tokens, offset
 
 
 _SEQ_MAGIC = 0x67677371  # 'ggsq': llama_state_seq_save_file's files
@@ -170,7 +169,7 @@ _SEQ_VERSION = 3
 _SEQ_STREAM_MAGIC = 0xAF143CD8  # io_magic in llama-context.cpp: heads llama_state_seq_get_data's bytes
 
 
-def _seq_file_parts(data: bytes, capacity: int) -> tuple[str | None, list[int], int]:
+def _seq_file_parts(data: bytes | memoryview, capacity: int) -> tuple[str | None, list[int], int]:
     """A sequence state file's (problem or None, tokens, offset of the state bytes)."""
     if len(data) < 12:
         return "the file is too short to be a sequence state", [], 0
@@ -217,6 +216,8 @@ class Context(NativeHandle):
         threads = options.n_threads or max(1, min(os.cpu_count() or 1, 4))
         params.n_threads = threads
         params.n_threads_batch = options.n_threads_batch or threads
+        threads_max = max(threads, int(params.n_threads_batch))
+        forks.refuse(threads_max, "a context on several threads")
         if options.flash_attn is not None:
             params.flash_attn_type = (
                 llama_h.LlamaFlashAttnType.ENABLED
@@ -276,6 +277,8 @@ class Context(NativeHandle):
             self._n_ctx = int(lib.llama_n_ctx(ptr))  # fixed for the context's life
             self._n_batch = int(lib.llama_n_batch(ptr))
             self.n_threads_batch = int(params.n_threads_batch)   # as configured (the governor moves n_threads)
+            self._threads_max = threads_max   # the most threads a decode of it takes (forks.mark)
+            forks.watch(self, threads_max)
             # A sliding-window cache that is not full-size forgets positions older than the window
             # (keep_prefix must know); llama.cpp's default is full-size, then nothing is forgotten.
             self._swa_forgets = 0 if params.swa_full else int(lib.llama_model_n_swa(model_ptr))
@@ -340,6 +343,7 @@ class Context(NativeHandle):
         """Run the model on ``batch``. Raises LlamaContextException when the context is full, and
         LlamaInferenceException when it was aborted (``request_abort``)."""
         err = ErrorBuffer()
+        forks.mark(self._threads_max)
         with self.pinned() as ptr, batch.pinned():
             if batch.struct.n_tokens == 0:
                 raise LlamaInferenceException("cannot decode an empty batch")
@@ -484,7 +488,7 @@ class Context(NativeHandle):
             written = int(self._lib.llama_state_get_data(ptr, buf, size))
         return ctypes.string_at(buf, written)   # one copy (slicing a ctypes array builds a list of ints)
 
-    def load_state_bytes(self, data: bytes) -> None:
+    def load_state_bytes(self, data: bytes | bytearray | memoryview) -> None:
         """Restore a state from :meth:`state_bytes`. On failure the memory is cleared (nothing
         half-loaded stays) and LlamaStateException raised."""
         self.check_open()
@@ -532,52 +536,57 @@ class Context(NativeHandle):
             raise LlamaStateException("the saved sequence does not fit this context (no room, or another model)",
                                       {"seq_id": seq_id, "size": len(data)})
 
-    def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
+    def save_state(self, path: str | os.PathLike[str], tokens: Sequence[int], *, checksum: bool = True) -> None:
         """Write the whole context state (every sequence's KV cache, the last logits) to ``path``,
-        with ``tokens`` (what the cache holds) for :meth:`load_state` to give back."""
+        with ``tokens`` (what the cache holds) for :meth:`load_state` to give back; ``checksum``
+        seals the file (``state_files``: a damaged file is refused when loaded)."""
         ids = self.model.vocab.token_ids(tokens)
         arr = (llama_h.llama_token * len(ids))(*ids)
         raw_path = _c_path(path)
+        refuse_special_target(path)
         with self.pinned() as ptr:
             saved = self._lib.llama_state_save_file(ptr, raw_path, arr, len(ids))
         if not saved:
             raise LlamaStateException(f"could not save the state to {path}", {"path": str(path)})
+        if checksum:
+            seal(path)
 
     def load_state(self, path: str | os.PathLike[str], capacity: int | None = None) -> list[int]:
         """Restore a state saved with :meth:`save_state`; returns the tokens saved with it. A file
-        of another model, a truncated one, or one holding more than this context fits raises
-        LlamaStateException, with the memory cleared (nothing half-loaded stays)."""
+        of another model, a truncated or damaged one (its seal), one holding more than this context
+        fits, or something that is not a regular file raises LlamaStateException, with the memory
+        cleared (nothing half-loaded stays). The file is read here and its state handed to
+        ``llama_state_set_data`` (a sealed file is llama.cpp's plus a trailer its reader refuses)."""
         capacity = capacity or self.n_ctx
-        raw_path = _c_path(path)
-        bad = _state_file_problem(path, capacity)
-        if bad:
-            raise LlamaStateException(f"could not load a state from {path}: {bad}", {"path": str(path)})
-        arr = (llama_h.llama_token * capacity)()
-        count = ctypes.c_size_t(0)
-        position = log.mark()
-        with self.pinned() as ptr:
-            loaded = self._lib.llama_state_load_file(ptr, raw_path, arr, capacity, ctypes.byref(count))
-        if not loaded:
+        _c_path(path)
+        try:
+            data = read_state_file(path)
+            problem, tokens, offset = _session_file_parts(data, capacity)
+            if problem:
+                raise LlamaStateException(problem)
+            self.load_state_bytes(data[offset:])
+        except LlamaStateException as exc:
             self._forget(-1)
-            raise LlamaStateException(
-                f"could not load a state from {path}: "
-                + "; ".join(log.problems_since(position) or ["not a state file for this model/context"]),
-                {"path": str(path)},
-            )
-        return list(arr[: count.value])
+            message = str(exc)
+            raise LlamaStateException(message if str(path) in message else f"could not load a state from {path}: "
+                                      f"{message}", {"path": str(path)}) from None
+        return tokens
 
     def save_seq_state(self, path: str | os.PathLike[str], seq_id: int, tokens: Sequence[int], *,
-                       raw: bool = False) -> None:
+                       raw: bool = False, checksum: bool = True) -> None:
         """Write sequence ``seq_id``'s KV cache (``llama_state_seq_save_file``) with ``tokens``
         (``raw``: any int32 words, not checked as token ids -- llama-server stores its packed
-        ``server_tokens`` there)."""
+        ``server_tokens`` there); ``checksum`` seals the file (not for llama-server's slot files)."""
         ids = [int(t) for t in tokens] if raw else self.model.vocab.token_ids(tokens)
         arr = (llama_h.llama_token * len(ids))(*ids)
         raw_path = _c_path(path)
+        refuse_special_target(path)
         with self.pinned() as ptr:
             written = int(self._lib.llama_state_seq_save_file(ptr, raw_path, seq_id, arr, len(ids)))
         if written == 0:
             raise LlamaStateException(f"could not save sequence {seq_id} to {path}", {"path": str(path)})
+        if checksum:
+            seal(path)
 
     def load_seq_state(self, path: str | os.PathLike[str], seq_id: int, capacity: int | None = None) -> list[int]:
         """Restore a file of :meth:`save_seq_state` (llama.cpp's sequence state file) into sequence
@@ -590,11 +599,10 @@ class Context(NativeHandle):
         in-memory reader raises, which llama.cpp turns into a failed load."""
         capacity = capacity or self.n_ctx
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise LlamaStateException(f"could not read a sequence state from {path}: {exc.strerror}",
-                                      {"path": str(path)}) from exc
+            data = read_state_file(path)
+        except LlamaStateException:
+            self.memory_seq_rm(seq_id)
+            raise
         problem, tokens, offset = _seq_file_parts(data, capacity)
         if problem:
             self.memory_seq_rm(seq_id)
@@ -602,11 +610,12 @@ class Context(NativeHandle):
         # llama_state_seq_set_data's layout: its stream magic and a sequence id, then the cells
         body = _SEQ_STREAM_MAGIC.to_bytes(4, "little") + seq_id.to_bytes(4, "little", signed=True) + data[offset:]
         buf = (ctypes.c_uint8 * len(body)).from_buffer_copy(body)
+        del body
         position = log.mark()
         with self.pinned() as ptr:
             self._lib.llama_memory_seq_rm(self._lib.llama_get_memory(ptr), seq_id, -1, -1)
-            read = int(self._lib.llama_state_seq_set_data(ptr, buf, len(body), seq_id))
-        if read != len(body):
+            read = int(self._lib.llama_state_seq_set_data(ptr, buf, len(buf), seq_id))
+        if read != len(buf):
             self._forget(seq_id)
             raise LlamaStateException(
                 f"could not load a sequence state from {path}: "

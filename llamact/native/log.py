@@ -12,12 +12,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import TYPE_CHECKING
 
 from . import llama_h
-
-if TYPE_CHECKING:
-    from ._library import NativeLibrary
 
 logger = logging.getLogger("llamact.native")
 # Native chatter ("pooling_type is [-1], but [1] was specified", ...) stays out of a terminal whose
@@ -66,13 +62,9 @@ def _on_log(level: int, text: bytes | None, _user: object) -> None:
                 _emit(_pending_level, line)
 
 
-# Kept referenced for the life of the process: native code holds the pointer.
-_callback = llama_h.ggml_log_callback(_on_log)
-
-
-def install_log_router(lib: NativeLibrary) -> None:
-    lib.llama.llama_log_set(_callback, None)
-    lib.mtmd.mtmd_helper_log_set(_callback, None)   # mtmd and its helpers log through their own setter
+#: the router as a native log callback (``_library.native()`` installs it when it loads the library);
+#: kept referenced for the life of the process: native code holds the pointer.
+LOG_CALLBACK = llama_h.ggml_log_callback(_on_log)
 
 
 def mark() -> int:

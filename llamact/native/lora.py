@@ -35,7 +35,7 @@ class LoraAdapter(NativeHandle):
                                       {"path": str(self.path)})
         lib = model._lib
         position = log.mark()
-        with model.pinned() as model_ptr:
+        with model.exclusive() as model_ptr:   # it registers itself in the model: no reader meanwhile
             ptr = lib.llama_adapter_lora_init(model_ptr, os.fsencode(self.path))
             if not ptr:
                 reasons = log.problems_since(position)

@@ -6,16 +6,15 @@ import ctypes
 import functools
 import operator
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsIndex
 
-from ..errors import LlamaInferenceException, LlamaModelException
+from ..errors import LlamaArgumentException, LlamaInferenceException, LlamaModelException
 from . import llama_h, log, rpc
-from ._handle import NativeHandle
+from ._handle import SharedHandle
 from ._library import native
 from .devices import DeviceList, devices_named, local_default_devices
 from .shim import ErrorBuffer
@@ -154,7 +153,7 @@ def _placement(options: ModelLoadOptions, max_devices: int) -> _Placement:
     return _Placement(int(split_mode), devices, tensor_split)
 
 
-class Model(NativeHandle):
+class Model(SharedHandle):
     """A loaded model. Free with ``close()`` or a ``with`` block; closing also closes its contexts."""
 
     _kind = "model"
@@ -327,17 +326,12 @@ class Model(NativeHandle):
             raw = self._lib.llama_model_chat_template(ptr, raw_name)
             return raw.decode("utf-8", errors="replace") if raw is not None else None
 
-    def chat_template(self, name: str | None = None) -> str | None:
-        """Deprecated (0.2 removes it): ``template_source``."""
-        warnings.warn("Model.chat_template() is now template_source()", DeprecationWarning, stacklevel=2)
-        return self.template_source(name)
-
     def apply_builtin_chat_template(
         self, template: str, messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True
     ) -> str | None:
         """``(role, content)`` messages formatted by llama.cpp's built-in (non-Jinja) formatter,
         which recognises well-known templates by their text; None when it does not recognise this
-        one. Text holding a NUL or a lone surrogate raises LlamaInferenceException."""
+        one. Text holding a NUL or a lone surrogate raises LlamaArgumentException (a request error)."""
         template_raw = c_string(template, "the chat template")
         encoded = [
             (c_string(role, f"the role of message {i}"), c_string(content, f"the content of message {i}"))
@@ -369,21 +363,21 @@ def _no_vocab() -> Vocab | None:
     return None
 
 
-def _bad_token(value: object, n_tokens: int) -> LlamaInferenceException:
+def _bad_token(value: object, n_tokens: int) -> LlamaArgumentException:
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
-        return LlamaInferenceException(
+        return LlamaArgumentException(
             f"token ids are integers; got {value!r} ({type(value).__name__})",
             {"token": repr(value), "n_tokens": n_tokens},
         )
     token = operator.index(value)
-    return LlamaInferenceException(
+    return LlamaArgumentException(
         f"token id {token} is outside this vocabulary (0..{n_tokens - 1})", {"token": token, "n_tokens": n_tokens}
     )
 
 
 def _token_id(value: object, n_tokens: int) -> int:
     """``value`` as a token id of a vocabulary of ``n_tokens``: an int (or anything with
-    ``__index__``, e.g. a numpy integer; not a bool) in range, else LlamaInferenceException."""
+    ``__index__``, e.g. a numpy integer; not a bool) in range, else LlamaArgumentException."""
     if type(value) is int and 0 <= value < n_tokens:   # the per-token case: isinstance on a Protocol costs ~5 µs
         return value
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
@@ -478,7 +472,7 @@ class Vocab:
             return tuple(ptr[i] for i in range(count.value)) if ptr and count.value > 0 else ()
 
     def token_ids(self, tokens: Iterable[object]) -> list[int]:
-        """``tokens`` as a list of token ids of this vocabulary; raises LlamaInferenceException
+        """``tokens`` as a list of token ids of this vocabulary; raises LlamaArgumentException
         naming the first one that is not an integer in range."""
         self._model.check_open()
         ids = list(tokens)
@@ -518,7 +512,7 @@ class Vocab:
 
     def _tokenize(self, raw: bytes, add_special: bool, parse_special: bool) -> list[int]:
         if len(raw) > 2**31 - 16:
-            raise LlamaInferenceException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
+            raise LlamaArgumentException("text is too long to tokenize (over 2 GiB)", {"bytes": len(raw)})
         capacity = len(raw) + 8
         buf = (llama_h.llama_token * capacity)()
         with self._model.pinned():

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LlamaInferenceException, LlamaModelException
-from . import log
+from . import forks, log
 from ._handle import NativeHandle
 from ._library import native
 from .context import Context
@@ -109,6 +109,9 @@ class Projector(NativeHandle):
         self._mtmd = lib.mtmd
         self._shim = lib.shim
         flash = -1 if options.flash_attn is None else int(bool(options.flash_attn))   # llama_flash_attn_type
+        forks.refuse(options.n_threads, "a multimodal projector on several threads")
+        if options.warmup:
+            forks.mark(options.n_threads)
         err = ErrorBuffer()
         position = log.mark()
         with model.pinned() as model_ptr:
@@ -127,6 +130,8 @@ class Projector(NativeHandle):
                 )
             super().__init__(ptr, self._mtmd.mtmd_free)
             self.model = model
+            self.n_threads = options.n_threads
+            forks.watch(self, options.n_threads)
             model._adopt(self)
             self.supports_vision = bool(self._mtmd.mtmd_support_vision(ptr))
             self.supports_audio = bool(self._mtmd.mtmd_support_audio(ptr))
@@ -260,6 +265,7 @@ class MediaEncoder(NativeHandle):
         chunk = media[0]
         if chunk.kind not in (CHUNK_IMAGE, CHUNK_AUDIO):
             raise LlamaInferenceException("only image and audio chunks are encoded")
+        forks.mark(context._threads_max)
         rc = self._decode(context, chunk, n_past, seq_id)
         if rc == 1:   # not in the batch: encode it with what follows, then decode
             self._encode(media)
@@ -274,6 +280,7 @@ class MediaEncoder(NativeHandle):
         return self._new_n_past.value
 
     def _encode(self, media: Sequence[Chunk]) -> None:
+        forks.mark(self._projector.n_threads)
         array = (_p * len(media))(*[c.ptr for c in media])
         added = ctypes.c_int32(0)
         err = ErrorBuffer()

@@ -288,10 +288,11 @@ class Dry(SamplerSpec):
             _text(self, "seq_breakers", breaker)
 
     def build(self, lib: Any, vocab: int) -> int:
-        raw = [_text(self, "seq_breakers", s) for s in self.seq_breakers]
+        # each breaker costs llama.cpp a scan of the vocabulary; a repeated one adds nothing it matches
+        raw = [_text(self, "seq_breakers", s) for s in dict.fromkeys(self.seq_breakers)]
         arr = (ctypes.c_char_p * len(raw))(*raw)
         return lib.llama_sampler_init_dry(
-            vocab, self.multiplier, self.base, self.allowed_length, self.penalty_last_n, arr, len(self.seq_breakers)
+            vocab, self.multiplier, self.base, self.allowed_length, self.penalty_last_n, arr, len(raw)
         )
 
 
@@ -371,7 +372,7 @@ class Grammar(SamplerSpec):
                 vocab, grammar, root, patterns, len(raw_patterns), tokens, len(self.trigger_tokens), *err.args,
             )
         if not ptr and err.message:
-            raise LlamaInferenceException(
+            raise LlamaSamplerParameterException(
                 f"llama.cpp rejected the Grammar sampler: {err.message}"
                 + (" (check the trigger patterns: they are ECMAScript regular expressions)" if self.lazy else ""),
                 {"sampler": "Grammar", "native_error": err.message},
@@ -471,7 +472,10 @@ def build_sampler(spec: SamplerSpec, lib: Any, vocab_ptr: int) -> int:
         if isinstance(spec, Grammar) and any("failed to parse grammar" in r for r in reasons):
             why = _grammar_parse_error(vocab_ptr, spec.grammar.encode(), spec.root.encode())
             reasons = [why, *reasons] if why else reasons
-        raise LlamaInferenceException(
+        # a grammar llama.cpp refuses ("a"**: left recursion) is the request's; any other spec was checked
+        # in Python first, so its refusal is llama.cpp's failure
+        error = LlamaSamplerParameterException if isinstance(spec, Grammar) else LlamaInferenceException
+        raise error(
             f"llama.cpp rejected the {type(spec).__name__} sampler: "
             f"{'; '.join(reasons) if reasons else 'no reason given'}",
             {"sampler": type(spec).__name__, "native_log": reasons},

@@ -20,7 +20,7 @@ import ctypes
 from collections.abc import Callable, Sequence
 
 from ..errors import LlamaInferenceException
-from . import llama_h
+from . import forks, llama_h
 from ._library import native
 from .batch import Batch
 from .context import Context
@@ -103,6 +103,7 @@ class TokenStepper:
         """Decode ``tokens`` (valid ids), in batches of at most n_batch (upstream requires it), from
         position ``pos`` (None: after the sequence's last). False when an abort request stopped it;
         raises LlamaException on a decode error."""
+        forks.mark(self._context._threads_max)   # (the steps after it run on as many: marked once here)
         if pos is not None and pos != self._next_position():
             return self._prefill_at(tokens, pos)
         context = self._context

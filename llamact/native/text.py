@@ -7,10 +7,10 @@ Unicode and has no UTF-8 form. Both raise a typed LlamaException naming the valu
 
 from __future__ import annotations
 
-from ..errors import LlamaException, LlamaInferenceException
+from ..errors import LlamaArgumentException, LlamaException
 
 
-def utf8(text: str, what: str, error: type[LlamaException] = LlamaInferenceException) -> bytes:
+def utf8(text: str, what: str, error: type[LlamaException] = LlamaArgumentException) -> bytes:
     """``text`` as UTF-8, for a length-delimited buffer; ``what`` names it in the error."""
     if not isinstance(text, str):
         raise error(f"{what} must be a string, got {type(text).__name__}", {"what": what})
@@ -25,7 +25,7 @@ def utf8(text: str, what: str, error: type[LlamaException] = LlamaInferenceExcep
         ) from exc
 
 
-def c_string(text: str, what: str, error: type[LlamaException] = LlamaInferenceException) -> bytes:
+def c_string(text: str, what: str, error: type[LlamaException] = LlamaArgumentException) -> bytes:
     """``text`` as a NUL-terminated UTF-8 C string; ``what`` names it in the error."""
     raw = utf8(text, what, error)
     at = raw.find(b"\0")

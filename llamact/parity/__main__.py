@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,45 +23,9 @@ from pathlib import Path
 from .components import ModelRunners, components
 from .corpus import build_corpus, oracle_errors_by_group, template_files
 from .llama_server import LlamaServerError, find_llama_server
+from .locate import available_models, find_llama_cpp
 from .oracle import OracleClient
 from .scoreboard import render_table, report_json, score, summary_json
-
-
-def find_llama_cpp(explicit: str | None) -> Path:
-    candidates: list[Path] = []
-    if explicit:
-        candidates.append(Path(explicit))
-    package = Path(__file__).resolve().parent.parent
-    candidates.append(package.parent / "vendor" / "llama.cpp")
-    try:
-        from .. import build_info
-
-        commit = build_info()["llama_cpp"]["commit"]
-        cache = Path(os.environ.get("LLAMACT_CACHE", Path.home() / ".cache" / "llamact"))
-        candidates.append(cache / "src" / f"llama.cpp-{commit[:12]}")
-    except Exception:  # noqa: BLE001 - an uninstalled tree has no build info; other candidates remain
-        pass
-    for path in candidates:
-        if (path / "models" / "templates").is_dir():
-            return path
-    tried = ", ".join(str(p) for p in candidates)
-    raise SystemExit(f"llamact.parity: the pinned llama.cpp tree was not found (tried {tried}); "
-                     "pass --llama-cpp DIR or run scripts/vendor_llama_cpp.py")
-
-
-def available_models(wanted: bool) -> dict[str, Path]:
-    if not wanted:
-        return {}
-    from ..errors import LlamaException
-    from ..models import gemma3_path, smollm2_path
-
-    models: dict[str, Path] = {}
-    for label, locate in (("smollm2", smollm2_path), ("gemma3", gemma3_path)):
-        try:
-            models[label] = locate()
-        except LlamaException as exc:
-            print(f"llamact.parity: {label} unavailable ({exc}); its runtime cases are left out", file=sys.stderr)
-    return models
 
 
 def server_e2e_exclusion(args: argparse.Namespace, models: dict[str, Path], templates: list[str] | None) -> str:

@@ -10,16 +10,13 @@ so that its text is compared too. ``route`` names which part of the pipeline a c
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..chat import specialized
 from ..chat.apply import ChatTemplateInputs
 from ..chat.oai import parse_messages, parse_tool_choice, parse_tools
 from ..chat.pipeline import apply_templates
 from ..chat.templates import load_chat_templates, normalized_source
+from ..json_types import Json
 from .corpus import Case
-
-Json = Any
 
 ROUTE_SPECIALIZED = "specialized"
 ROUTE_AUTOPARSER = "autoparser"

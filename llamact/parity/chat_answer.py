@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-Json = Any
+from ..json_types import Json
 
 
 @dataclass

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Collection
-from typing import Any
 
-Json = Any
+from ..json_types import Json
+
 Ordered = bool | Collection[str]
 
 __all__ = ["Ordered", "first_difference", "same"]

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..chat.result import ChatTemplateResult, GrammarTrigger
-
-Json = Any
+from ..json_types import Json
 
 # common_grammar_trigger_type, as the server's JSON numbers them
 TRIGGER_TYPES = {"token": 0, "word": 1, "pattern": 2, "pattern_full": 3}

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..json_types import Json
 from .compare import Ordered
 from .corpus import Case, Corpus
 
-Json = Any
 Runner = Callable[[Case], Json]
 
 

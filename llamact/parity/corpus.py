@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..json_types import Json
 from .oracle import OracleClient, OracleError, OracleProcessError
 from .scenarios import ASSISTANT_OUTPUTS, SCENARIOS, USER, AssistantOutput
-
-Json = Any
 
 # Fixed special tokens for bare templates: parity needs both sides to see the same values,
 # not any model's real ones.

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LlamaException
+from ..json_types import Json
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case
 from .llama_server import ServerConfig
 from .server_cases import E2ECase
-
-Json = Any
 
 
 def engine_params_for(config: ServerConfig) -> Any:
@@ -47,7 +46,7 @@ class CreateRunner:
     def __init__(self, models: dict[str, Path], llama_cpp: Path, n_threads: int | None = None, *,
                  upstream_compat: bool = False) -> None:
         self._paths = models
-        self.upstream_compat = upstream_compat  # create()'s flag: docs/design.md's output deviations 2-5 off
+        self.upstream_compat = upstream_compat  # create()'s flag: docs/design.md's output deviations off
         self._llama_cpp = llama_cpp
         self._n_threads = n_threads
         self._engines: dict[str, Any] = {}
@@ -100,7 +99,8 @@ class CreateRunner:
             streams = {modes[0]: stream}
             for mode in modes[1:]:
                 parser = ChatStreamParser(stream.result, tools=request.inputs.tools, upstream_compat=mode,
-                                          is_continuation=request.is_continuation)
+                                          is_continuation=request.is_continuation,
+                                          tool_choice=request.inputs.tool_choice, named_tool=request.named_tool)
                 streams[mode] = ChatStream(stream.generation, stream.result, parser, n_prompt,
                                            stream.generation.n_cached, model=stream.model)
             with stream:

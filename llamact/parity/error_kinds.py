@@ -44,8 +44,8 @@ from ..errors import LlamaException, LlamaInferenceException, LlamaUnsupportedEx
 from ..grammar.gbnf import GbnfError
 from ..jinja.errors import JinjaRuntimeError, JinjaSyntaxError
 from ..jinja.locations import LOCATED
-from ..peg.arena import PegArenaError
 from ..peg.executor import PegParseError
+from ..peg.nodes import PegArenaError
 
 __all__ = ["ERROR_KINDS", "ErrorKind", "MessageRule", "error_text", "match_error"]
 

@@ -17,11 +17,9 @@ leaves: the label of the known difference, or None for anything else.
 
 from __future__ import annotations
 
-from typing import Any
+from ..json_types import Json
 
 __all__ = ["KNOWN_DIFFERENCES", "known_difference"]
-
-Json = Any
 
 #: label -> where the fix belongs and what it is
 KNOWN_DIFFERENCES: dict[str, str] = {}

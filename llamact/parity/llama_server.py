@@ -24,11 +24,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ..errors import LlamaException
-
-Json = Any
+from ..errors import ErrorKind, LlamaException
+from ..json_types import Json
 
 HOST = "127.0.0.1"
 SERVER_NAME = "llama-server"
@@ -36,6 +34,8 @@ SERVER_NAME = "llama-server"
 
 class LlamaServerError(LlamaException):
     """llama-server is missing, did not start, or answered something the harness cannot read."""
+
+    kind = ErrorKind.UNCLASSIFIED   # the parity harness's trouble with another program, none of llamact's kinds
 
 
 def find_llama_server(explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -36,19 +36,17 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..chat.request import chat_inputs
 from ..chat.result import ChatTemplateResult
 from ..chat.templates import load_chat_templates
 from ..errors import LlamaException, LlamaUnsupportedException
 from ..grammar import GbnfAcceptor, parse_gbnf
+from ..json_types import Json
 from .components import ORACLE_NOW
 from .corpus import BOS_TOKEN, EOS_TOKEN, _strip_turn_tail, _turn_tail
 from .oracle import OracleClient, OracleError
 from .scenarios import CALL_CALC_TYPED, CALL_WEATHER, TOOLS, USER
-
-Json = Any
 
 NAMED = "get_weather"
 NAMED_CHOICE: Json = {"type": "function", "function": {"name": NAMED}}
@@ -398,7 +396,7 @@ def _table(rows: list[NamedToolRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import find_llama_cpp
+    from .locate import find_llama_cpp
 
     stems = set(argv if argv is not None else sys.argv[1:])
     root = find_llama_cpp(None) / "models" / "templates"

@@ -19,15 +19,18 @@ Kinds (each the smallest file mtmd's loader at the pin accepts for that projecto
 
 What enters: the text model's embedding width (its ``<arch>.embedding_length``; ``--model`` reads it
 from the GGUF). What leaves: the file. Raises ``ValueError`` for an unknown kind. Needs the ``gguf``
-package (the test extra installs it).
+package (the test extra installs it; without it, a ``LlamaException`` says ``pip install gguf``).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from ..errors import LlamaException
 
 __all__ = ["KINDS", "embedding_width", "write_projector"]
 
@@ -38,9 +41,19 @@ _N_BLOCKS = 2
 _N_HEAD = 4
 
 
+def _gguf() -> Any:
+    """The ``gguf`` package (llama.cpp's GGUF writer), which llamact itself does not need."""
+    try:
+        import gguf
+    except ImportError:
+        raise LlamaException("writing a projector needs the gguf package (llama.cpp's GGUF writer), which "
+                             "llamact does not install: pip install gguf") from None
+    return gguf
+
+
 def embedding_width(model_path: str | Path) -> int:
     """The text model's embedding width, read from its GGUF (what the projection must output)."""
-    import gguf
+    gguf = _gguf()
 
     reader = gguf.GGUFReader(str(model_path))
     arch = _field_text(reader, "general.architecture")
@@ -57,7 +70,7 @@ def write_projector(path: str | Path, n_embd_text: int, kind: str = "mlp", seed:
                     image_size: int | None = None) -> Path:
     """Write a random-weight projector of ``kind`` whose output width is ``n_embd_text``; ``image_size``
     (a multiple of the patch size: 8 for mlp, 32 for gemma3) sets a vision projector's input size."""
-    import gguf
+    gguf = _gguf()
 
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
-Json = Any
+from ..json_types import Json
 
 WEATHER_TOOL: Json = {
     "type": "function",

@@ -24,15 +24,13 @@ import json
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ..errors import LlamaException
+from ..json_types import Json
 from .compare import first_difference
 from .components import Component
 from .corpus import Case, Corpus
 from .error_kinds import error_text, match_error
-
-Json = Any
 
 
 @dataclass

@@ -20,14 +20,12 @@ import os
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
+from ..json_types import Json
 from .binary_identity import upstream_binary_identity
 from .chat_answer import ChatAnswer
 from .llama_server import ServerConfig
 from .server_cases import E2ECase
-
-Json = Any
 
 
 def default_cache_dir() -> Path:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-Json = Any
+from ..json_types import Json
 
 OWN_TEMPLATE = "own"
 

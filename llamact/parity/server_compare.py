@@ -22,7 +22,15 @@ deviations may explain one, and the verdict names each that did:
   a call of that function only, valid for its schema, with no content. Nothing else is compared (the
   prompts are, when the server answered; when its parser failed on the unconstrained output, there is
   no server prompt to compare). Or llamact refused the request with LlamaUnsupportedException naming
-  the tool, where its template has no tool-call format to force (chat/named_tool.py).
+  the tool, where its template has no tool-call format to force (chat/named_tool.py);
+* ``15-demanded-call-refused``: ``tool_choice`` "required" through a template without a tool-call
+  format (the models' own SmolLM2 and Gemma 3 templates): llama-server answers text, the tools dropped;
+  llamact refuses with LlamaUnsupportedException (engine/chat_calls.py ``refuse_uncallable``), in
+  both modes, as the server route and the CLI do. Named only when the server's answer holds no call.
+* ``17-recovery``: llamact's final message carries the extension field ``llamact`` (calls recovered
+  from outside the envelope or malformed, each valid for its tool's schema; or the final parse failed
+  and the reply is what could be read) -- where llama-server's final parse failed (its 500), or where
+  the final messages differ in content and calls.
 
 A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
 before any output-side behaviour.
@@ -34,19 +42,19 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import LlamaUnsupportedException
+from ..json_types import Json
 from .chat_answer import ChatAnswer
-from .server_cases import E2ECase
-
-Json = Any
+from .server_cases import OWN_TEMPLATE, E2ECase
 
 QWEN_XML = "2-qwen-xml-validation"
 DOUBLE_BRACES = "3-double-braces"
 REASONING_TRIM = "4-reasoning-trim"
 STREAMING = "5-streaming"
 NAMED_TOOL_CHOICE = "9-named-tool-choice"
+DEMANDED_CALL_REFUSED = "15-demanded-call-refused"
+RECOVERY = "17-recovery"
 TIMING_COUNTS = ("prompt_n", "predicted_n", "cache_n")
 
 
@@ -204,7 +212,18 @@ def _explains_calls(case: E2ECase, s: ChatAnswer, ll: ChatAnswer) -> str | None:
         if parsed_llamact[:len(parsed_server)] == parsed_server and all(
                 _tool_schema(case, c["name"]) is not None for c in llamact_calls):
             return DOUBLE_BRACES
+    if _recovered(case, ll):
+        return RECOVERY
     return None
+
+
+def _recovered(case: E2ECase, ll: ChatAnswer, failed: bool = False) -> bool:
+    """llamact's final message carries deviation 17's report (``failed``: of a final parse that
+    failed), and every call it has is valid for its tool."""
+    report = ll.final_json.get("llamact") if isinstance(ll.final_json, dict) else None
+    if not isinstance(report, dict) or (failed and not report.get("parse_error")):
+        return False
+    return all(call_is_valid(case, call) for call in ll.final["tool_calls"])
 
 
 def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
@@ -227,11 +246,23 @@ def _refuses_named_choice(case: E2ECase, failure: Exception | str) -> bool:
             and failure.details.get("tool_choice") == case.tool_choice["function"]["name"])
 
 
+def _refuses_demanded_call(case: E2ECase, server: ChatAnswer, failure: ChatAnswer | Exception | str) -> bool:
+    """llamact refused "required" through the model's own template, which has no tool-call format
+    (SmolLM2's, Gemma 3's), where llama-server answered without a call (docs/design.md deviation 15)."""
+    return (case.tool_choice == "required" and case.template == OWN_TEMPLATE
+            and isinstance(server.message, dict) and not server.message.get("tool_calls")
+            and isinstance(failure, LlamaUnsupportedException) and failure.details.get("tool_choice") == "required")
+
+
 def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAnswer | Exception | str,
             *, upstream_compat: bool = False) -> Verdict:
     """The verdict on llamact's answer to ``case`` against llama-server's (an exception or message
     stands for a side that failed: both failing is equal)."""
+    if isinstance(server, ChatAnswer) and _refuses_demanded_call(case, server, llamact):   # (either mode)
+        return Verdict("deviation", (DEMANDED_CALL_REFUSED,))
     if not isinstance(server, ChatAnswer) or not isinstance(llamact, ChatAnswer):
+        if not upstream_compat and isinstance(llamact, ChatAnswer) and _recovered(case, llamact, failed=True):
+            return Verdict("deviation", (RECOVERY,))   # llama-server's final parse failed; llamact answered
         if case.named_tool_choice and not upstream_compat:
             if isinstance(llamact, ChatAnswer):
                 # the server ran the request as "auto" and its parser failed on the free output

@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors
+from ..json_types import Json
 from .chat_answer import ChatAnswer, answer_from_openai
 from .corpus import Case, Corpus
 from .llama_server import LlamaServer, LlamaServerError, ServerConfig, find_llama_server
 from .server_cache import ServerAnswerCache
 from .server_cases import E2ECase, e2e_cases
 from .server_compare import Verdict, compare
-
-Json = Any
 
 
 @dataclass
@@ -216,7 +215,7 @@ def summary_line(record: ServerRecord) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import available_models, find_llama_cpp
+    from .locate import available_models, find_llama_cpp
 
     parser = argparse.ArgumentParser(prog="python -m llamact.parity.server_e2e", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,15 +12,13 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..chat.deltas import ChatDelta
 from ..chat.result import ChatTemplateResult, GrammarTrigger, MessageDelimiter
 from ..chat.streaming import ChatStreamParser
 from ..errors import LlamaException
+from ..json_types import Json
 from ..peg import load_arena
-
-Json = Any
 
 
 def template_result(answer: Json, family: str = "oracle") -> ChatTemplateResult:

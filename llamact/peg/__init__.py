@@ -10,12 +10,16 @@ its resumable form, results as :class:`ParseResult` with :class:`AstNode` trees)
 
 from __future__ import annotations
 
-from .arena import (
+from .arena import Arena, load_arena
+from .ast import AstNode, find_by_rule, find_by_tag, visit
+from .builder import P, ParserBuilder, build_peg_parser
+from .executor import CompiledParser, IncrementalParser, ParseResult, PegParseError, parse
+from .gbnf import add_arena_rules, arena_to_gbnf
+from .nodes import (
     INVALID_PARSER_ID,
     Ac,
     And,
     Any_,
-    Arena,
     Atomic,
     CharRange,
     Chars,
@@ -37,12 +41,7 @@ from .arena import (
     String,
     Tag,
     Until,
-    load_arena,
 )
-from .ast import AstNode, find_by_rule, find_by_tag, visit
-from .builder import P, ParserBuilder, build_peg_parser
-from .executor import CompiledParser, IncrementalParser, ParseResult, PegParseError, parse
-from .gbnf import add_arena_rules, arena_to_gbnf
 
 __all__ = [
     "INVALID_PARSER_ID", "Ac", "And", "Any_", "Arena", "AstNode", "Atomic", "CharRange", "Chars", "Choice",

@@ -22,12 +22,12 @@ from dataclasses import replace
 from typing import Any
 
 from ..grammar.schema import SchemaDocument, SchemaNode, schema_from_json
-from .arena import (
+from .arena import Arena
+from .nodes import (
     INVALID_PARSER_ID,
     Ac,
     And,
     Any_,
-    Arena,
     Atomic,
     CharRange,
     Chars,

@@ -29,12 +29,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import LlamaInferenceException
-from .arena import (
+from .arena import Arena
+from .ast import AstNode, InvalidRun, Source
+from .nodes import (
     INVALID_PARSER_ID,
     Ac,
     And,
     Any_,
-    Arena,
     Atomic,
     Chars,
     Choice,
@@ -54,7 +55,6 @@ from .arena import (
     Tag,
     Until,
 )
-from .ast import AstNode, InvalidRun, Source
 from .utf8 import INCOMPLETE, SUCCESS, decode_at, valid_prefix_end
 
 FAIL, OK, MORE = 0, 1, 2

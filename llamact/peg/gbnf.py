@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 from ..grammar import GrammarBuilder, build_grammar, gbnf_format_literal
 from .aho_corasick import AhoCorasick
-from .arena import (
+from .arena import Arena
+from .nodes import (
     INVALID_PARSER_ID,
     Ac,
     And,
     Any_,
-    Arena,
     Atomic,
     Chars,
     Choice,

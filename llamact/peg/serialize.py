@@ -5,10 +5,11 @@ carries its fields under their upstream names (``chars`` its ``ranges`` as ``[{s
 ``string`` its delimiter as a one-character string; ``schema`` only ``child``/``name``/``raw``:
 the schema document is not serialised).
 
-:func:`arena_from_json` takes the parsed JSON (or its text) and returns an :class:`Arena`;
-it raises :class:`PegArenaError` with upstream's message for every malformed input upstream
-rejects (plus a few type checks upstream leaves to its JSON library). :func:`arena_to_json`
-returns the parsed-JSON value upstream would produce for the same arena.
+:func:`fields_from_json` takes the parsed JSON (or its text) and returns an arena's fields (nodes,
+rules, root; ``arena.load_arena`` makes the :class:`~llamact.peg.arena.Arena`); it raises
+:class:`PegArenaError` with upstream's message for every malformed input upstream rejects (plus a
+few type checks upstream leaves to its JSON library). :func:`fields_to_json` returns the
+parsed-JSON value upstream would produce for the same arena.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .arena import (
+from .nodes import (
     INVALID_PARSER_ID,
     TYPE_NAMES,
     Ac,
     And,
     Any_,
-    Arena,
     Atomic,
     CharRange,
     Chars,
@@ -160,8 +160,9 @@ def parser_from_json(j: Any) -> Parser:
     raise _fail(f"Unknown parser type: {kind}", type=kind)
 
 
-def arena_from_json(obj: Any) -> Arena:
-    """An arena from upstream's JSON (parsed, or as text); raises PegArenaError when malformed."""
+def fields_from_json(obj: Any) -> tuple[tuple[Parser, ...], dict[str, int], int]:
+    """An arena's nodes, rules and root from upstream's JSON (parsed, or as text); raises PegArenaError
+    when malformed."""
     if isinstance(obj, (str, bytes)):
         try:
             obj = json.loads(obj)
@@ -184,7 +185,7 @@ def arena_from_json(obj: Any) -> Arena:
     root = _id(obj["root"], "root")
     if root != INVALID_PARSER_ID and root >= len(parsers):
         raise _fail(f"Root references invalid parser ID: {root}")
-    return Arena(parsers, rules, root)
+    return parsers, rules, root
 
 
 def parser_to_json(p: Parser) -> dict[str, Any]:
@@ -221,6 +222,6 @@ def parser_to_json(p: Parser) -> dict[str, Any]:
     raise TypeError(f"not a PEG parser node: {p!r}")
 
 
-def arena_to_json(arena: Arena) -> dict[str, Any]:
+def fields_to_json(parsers: tuple[Parser, ...], rules: dict[str, int], root: int) -> dict[str, Any]:
     """``{"parsers": [...], "rules": {...}, "root": id}`` as upstream's ``to_json()``."""
-    return {"parsers": [parser_to_json(p) for p in arena.parsers], "rules": dict(arena.rules), "root": arena.root}
+    return {"parsers": [parser_to_json(p) for p in parsers], "rules": dict(rules), "root": root}

@@ -2,16 +2,19 @@
 
     create_app(settings | catalogue) -> FastAPI    models load in the background; /health answers 503 until then
 
-Routes and shapes follow tools/server at the pin (``server.routes``: chat, raw completions in OpenAI's
-shape and llama-server's own (``/completion``, ``/infill``), templates and tokens, health / models /
-props / metrics and the page, router mode's model routes); bodies are read and answers written by
-``server.protocol`` and ``server.sse``, errors in OpenAI's shape (``{"error": {"code", "message",
-"type"}}``) as ``format_error_response`` makes them. Generation runs on a model's engine (one request
-at a time) or, with ``--parallel N`` > 1, on a ``BatchScheduler``'s N slots (``server.state``).
+Routes and shapes follow tools/server at the pin, one folder per API family (``ROUTERS``: each
+family's ``routes.py``; its ``wire.py`` reads the bodies and writes the answers, its ``stream.py``
+the events where it has its own): chat, raw completions in OpenAI's shape and llama-server's own
+(``/completion``, ``/infill``), Responses, Anthropic's Messages, embeddings and rerank, templates and
+tokens, slots, and the admin routes (health / models / props / metrics / LoRA / the page, router
+mode's model routes). Errors are answered in OpenAI's shape (``{"error": {"code", "message",
+"type"}}``) with the status ``http.errors`` gives each kind of failure. Generation runs on a model's
+engine (one request at a time) or, with ``--parallel N`` > 1, on a ``BatchScheduler``'s N slots
+(``models.state``, ``runners``).
 
 A request passes, outermost first: CORS (``--cors-origins``: preflights answered here), the prefix
-(``--api-prefix``), the access log, the API key (``server.edge``), the model's choice and lease
-(``server.dispatch``, ``server.router``), then its route.
+(``--api-prefix``), the access log (``http.logs``), the API key (``http.edge``), the model's choice
+and lease (``models.dispatch``, ``models.model_router``), then its family's route.
 """
 
 from __future__ import annotations
@@ -21,24 +24,35 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from .catalogue import Catalogue, ModelSpec
-from .dispatch import Dispatch
-from .edge import KeyGuard, Prefix, api_keys, cors_middleware
-from .logs import AccessLog, ServerLog
-from .protocol import error_response
-from .router import ModelRouter
-from .routes import ROUTERS
-from .settings import ServerSettings
+from .admin import routes as admin
+from .chat import routes as chat
+from .completions import routes as completions
+from .config.settings import ServerSettings
+from .embeddings import routes as embeddings
+from .http.edge import HeadAsGet, KeyGuard, Prefix, api_keys, cors_middleware
+from .http.errors import error_response
+from .http.logs import AccessLog, ServerLog
+from .messages import routes as messages
+from .models.catalogue import Catalogue, ModelSpec
+from .models.dispatch import Dispatch
+from .models.model_router import ModelRouter
+from .native import routes as native
+from .responses import routes as responses
+from .slots import routes as slots
+from .templates import routes as templates
 
-__all__ = ["CLOSE_WAIT_S", "create_app"]
+__all__ = ["CLOSE_WAIT_S", "ROUTERS", "create_app"]
 
 log = logging.getLogger("llamact.server")
 CLOSE_WAIT_S = 2.0   # how long stopping the workers may take once their requests are cancelled
+# every API family's routes
+ROUTERS: tuple[APIRouter, ...] = (admin.router, chat.router, completions.router, native.router, responses.router,
+                                  messages.router, embeddings.router, templates.router, slots.router)
 
 
 async def _not_routed(request: Request, exc: Exception) -> Response:
@@ -87,6 +101,7 @@ def create_app(settings: ServerSettings | Catalogue, *, server_log: ServerLog | 
     app.add_middleware(KeyGuard, keys=api_keys(server))
     app.add_middleware(AccessLog, log=out, log_prompts=server.log_prompts)
     app.add_middleware(Prefix, prefix=server.api_prefix)
+    app.add_middleware(HeadAsGet)
     cors = cors_middleware(server)
     if cors is not None:
         app.add_middleware(cors[0], **cors[1])  # type: ignore[arg-type]

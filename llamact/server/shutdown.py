@@ -2,7 +2,8 @@
 
     server = DrainingServer(config, models, drain=settings.shutdown_timeout, log=log); server.run()
 
-Once listening it logs each bound address, the real port included (``--port 0``). On the first
+Once listening it logs each bound address, the real port included (``--port 0``) -- outside router
+mode once its model has loaded (a model that fails to load is the one line said). On the first
 signal the server stops listening and running requests get ``drain`` seconds to finish
 (llama-server's shutdown has no drain: it stops its queue); then those left are ended
 (``ModelRouter.end_requests``: a stream gets an error event, a reply not streamed a 503), their
@@ -24,8 +25,8 @@ from typing import Any
 import uvicorn
 
 from .app import CLOSE_WAIT_S
-from .logs import ServerLog
-from .router import ModelRouter
+from .http.logs import ServerLog
+from .models.model_router import ModelRouter
 
 __all__ = ["EXIT_MARGIN_S", "DrainingServer"]
 
@@ -59,7 +60,10 @@ class DrainingServer(uvicorn.Server):
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
                 self.urls.append(f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}")
-        self.log.listening(self.urls, self.prefix)
+        if self.models.routing or self.models.only.status == "loaded":
+            self.log.listening(self.urls, self.prefix)
+        else:   # said when the model is ready: a load that fails then is the last word
+            self.models.on_ready = lambda: self.log.listening(self.urls, self.prefix)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # not uvicorn's: it records the signal to raise it again once the server has stopped

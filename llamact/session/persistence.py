@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..engine.engine import LlamaEngine
+from ..engine.litert_engine import LitertEngine
 from ..engine.params import GenerationParams
-from ..errors import LlamaRequestException, LlamaStateException
+from ..engine.sampling import check_params
+from ..errors import LlamaInferenceException, LlamaRequestException, LlamaStateException
 
 __all__ = ["SavedSession", "load_session", "save_session"]
 
@@ -38,7 +40,7 @@ SESSION_FILE = "session.json"
 STATE_FILE = "kv.state"
 
 
-def _model_identity(engine: LlamaEngine) -> dict[str, Any]:
+def _model_identity(engine: LlamaEngine | LitertEngine) -> dict[str, Any]:
     path = engine.model_path
     return {"file": path.name, "size": path.stat().st_size}
 
@@ -74,7 +76,7 @@ class SavedSession:
     template_now: float | None
 
 
-def save_session(engine: LlamaEngine, record: SavedSession, path: str | os.PathLike[str]) -> Path:
+def save_session(engine: LlamaEngine | LitertEngine, record: SavedSession, path: str | os.PathLike[str]) -> Path:
     """Write ``record`` and ``engine``'s KV cache into the directory ``path`` (created; an existing
     saved session there is replaced). Returns the directory."""
     data: dict[str, Any] = {
@@ -105,14 +107,15 @@ def save_session(engine: LlamaEngine, record: SavedSession, path: str | os.PathL
     return directory
 
 
-def load_session(engine: LlamaEngine, path: str | os.PathLike[str], build: Callable[[SavedSession], T]) -> T:
+def load_session(engine: LlamaEngine | LitertEngine, path: str | os.PathLike[str],
+                 build: Callable[[SavedSession], T]) -> T:
     """The session saved in ``path``, on ``engine`` (which must hold the same model): its record
     turned into a session by ``build``, then the KV cache restored. A failure leaves the engine's
     cache empty (the engine's own guarantee); a record ``build`` cannot take is a damaged file."""
     directory = Path(path)
     try:
         data = json.loads((directory / SESSION_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # (a file nested 100,000 deep: RecursionError)
         raise LlamaStateException(f"{directory} is not a saved session ({SESSION_FILE}: {exc})",
                                   {"path": str(directory)}) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -122,11 +125,14 @@ def load_session(engine: LlamaEngine, path: str | os.PathLike[str], build: Calla
             f"the session was saved with model {data.get('model')}, this engine holds {_model_identity(engine)}: "
             "load it on an engine of the same model file", {"path": str(directory)})
     try:
+        params = _params_from_json(data["params"])
+        # checked now, as the next request would: a bad value must fail the load, not the next send
+        check_params(params, engine.n_vocab)
         record = SavedSession(str(data["class"]), data["system_prompt"], data["max_context_tokens"],
-                              _params_from_json(data["params"]), dict(data["request_options"]),
+                              params, dict(data["request_options"]),
                               [dict(m) for m in data["history"]], data["template_now"])
         session = build(record)
-    except (KeyError, TypeError, ValueError, LlamaRequestException) as exc:
+    except (KeyError, TypeError, ValueError, LlamaRequestException, LlamaInferenceException) as exc:
         raise LlamaStateException(f"{directory / SESSION_FILE} is damaged: {exc!r}", {"path": str(directory)}) from exc
     engine.load_state(directory / STATE_FILE)
     return session

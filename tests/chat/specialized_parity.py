@@ -10,11 +10,11 @@ oracle error must be matched by a ``LlamaException``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from llamact.errors import LlamaException
+from llamact.json_types import Json
 from llamact.parity.apply_runner import apply_request
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.corpus import BOS_TOKEN, EOS_TOKEN
@@ -29,8 +29,6 @@ from llamact.parity.scenarios import (
     TOOLS,
     USER,
 )
-
-Json = Any
 
 LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"
 

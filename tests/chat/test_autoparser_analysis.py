@@ -15,13 +15,13 @@ from llamact.chat.autoparser import analysis as analysis_module
 from llamact.chat.autoparser.analysis import AutoparserAnalysisError, analyze_template, run_analysis
 from llamact.chat.autoparser.variants import RENDER_FAILED, TemplateParams, TemplateProbe
 from llamact.chat.templates import compile_chat_template, load_chat_templates
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient, OracleError
 
 pytestmark = pytest.mark.parity
 
 TEMPLATES = sorted((Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates")
                    .glob("*.jinja"))
-Json = Any
 
 
 def expected_analysis(oracle: OracleClient, source: str, bos: str, eos: str) -> Json:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any
 
 import pytest
 
@@ -39,16 +38,15 @@ from llamact.chat.render import CONTINUATION_NONE, TemplateInputs
 from llamact.chat.result import ChatTemplateResult
 from llamact.chat.templates import load_chat_templates
 from llamact.errors import LlamaException
-from llamact.parity.__main__ import find_llama_cpp
+from llamact.json_types import Json
 from llamact.parity.apply_runner import apply_request
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.corpus import BOS_TOKEN, EOS_TOKEN
+from llamact.parity.locate import find_llama_cpp
 from llamact.parity.oracle import OracleClient, OracleError
 from llamact.parity.scenarios import RESPONSE_SCHEMA, TOOLS, USER
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 FAILED = "Unable to generate parser for this template. Automatic parser generation failed: "
 

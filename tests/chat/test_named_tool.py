@@ -19,17 +19,16 @@ from llamact.chat.deviations.named_grammar import call_only_arena, call_only_gra
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
 from llamact.errors import LlamaInferenceException, LlamaUnsupportedException
 from llamact.grammar import GbnfAcceptor, parse_gbnf
+from llamact.json_types import Json
 from llamact.parity.named_tool import HEADER, NamedToolRow, check_template, named_result
 from llamact.parity.oracle import OracleClient
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOLS, USER
-from llamact.peg.arena import Space
+from llamact.peg.nodes import Space
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 QWEN35_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
                "</tool_call>")
-
-Json = Any
 
 
 def _source(stem: str) -> str:
@@ -108,6 +107,34 @@ def test_the_engine_hands_out_the_forced_call(smollm2_engine: Any) -> None:
     with pytest.raises(ChatRequestError, match="'get_time', which is not among"):
         smollm2_engine.chat_template([USER], tools=TOOLS, tool_choice={"type": "function",
                                                                         "function": {"name": "get_time"}})
+
+
+@pytest.mark.parametrize("stem", ["NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "Qwen-Qwen2.5-7B-Instruct",
+                                  "meta-llama-Llama-3.1-8B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407"])
+def test_the_grammar_admits_nothing_after_the_call(stem: str) -> None:
+    """The forced call ends the reply: no whitespace after it (issue 43: a model that prefers blanks
+    to its end token ran out of max_tokens on a complete call)."""
+    result = named_result(_source(stem))
+    acceptor = _acceptor(result.grammar)
+    sentences = [n for n in acceptor.sentence_prefixes(result.generation_prompt + "x") if n]
+    assert sentences == []   # no sentence without the call
+    call = _call_text(stem)
+    text = result.generation_prompt + call
+    assert acceptor.accepts(text), text
+    for after in (" ", "\n", "\t"):
+        assert not acceptor.is_viable_prefix(text + after), (stem, after)
+
+
+def _call_text(stem: str) -> str:
+    args = '{"city": "Paris"}'
+    hermes = f'<tool_call>\n{{"name": "get_weather", "arguments": {args}}}\n</tool_call>'
+    return {
+        "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": hermes,
+        "Qwen-Qwen2.5-7B-Instruct": hermes,
+        "meta-llama-Llama-3.1-8B-Instruct": f'{{"name": "get_weather", "parameters": {args}}}',
+        "mistralai-Mistral-Nemo-Instruct-2407":
+            f'[TOOL_CALLS][{{"name": "get_weather", "arguments": {args}, "id": "abcdefghi"}}]',
+    }[stem]
 
 
 # -- the request layer ----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The parser memo (chat/parser_memo.py): a chat's next turn reuses the parser and grammar its tools
 decided, and a reused parser is always the one a fresh build gives.
 
-The suite runs with ``LLAMACT_PARSER_MEMO=verify`` (tests/conftest.py): every reuse anywhere is
-rebuilt and compared. These tests switch the memo on for real, and compare with it off.
+The parity tests run with ``LLAMACT_PARSER_MEMO=verify`` (tests/conftest.py): every reuse there is
+rebuilt and compared; the others run it ``on``. These tests switch the memo on for real, and
+compare with it off.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ corpus tools lack (several required arguments, none, a string-or-number union)."
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
 from llamact.chat.specialized.deepseek_v3_2 import sort_v4_tool_results
+from llamact.json_types import Json
 from llamact.parity.scenarios import (
     CALL_CALC_TYPED,
     CALL_WEATHER,
@@ -26,8 +26,6 @@ from llamact.parity.scenarios import (
 )
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 STEMS = ["deepseek-ai-DeepSeek-V3.2", "deepseek-ai-DeepSeek-V4-Flash-0731", "deepseek-ai-DeepSeek-V4"]
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from specialized_parity import BRANCH_CASES, USER, assert_apply_equal, request_inputs
 
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 TEMPLATES = ["meetkai-functionary-medium-v3.2"]
 

@@ -11,12 +11,12 @@ marker) and the current one with its marker line removed (same template, folded 
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
 from llamact.chat.specialized.gemma4 import OPENAI_TEMPLATE_MARKER, fold_tool_responses
+from llamact.json_types import Json
 from llamact.parity.scenarios import (
     CALL_CALC_TYPED,
     CALL_WEATHER,
@@ -29,8 +29,6 @@ from llamact.parity.scenarios import (
 )
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 CURRENT = "google-gemma-4-31B-it"
 INTERLEAVED = "google-gemma-4-31B-it-interleaved"

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from specialized_parity import BRANCH_CASES, USER, assert_apply_equal, request_inputs
 
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 K2_TEMPLATES = ["Kimi-K2-Instruct", "Kimi-K2-Thinking", "moonshotai-Kimi-K2"]
 K3_TEMPLATES = ["Kimi-K3"]

@@ -6,16 +6,13 @@ value, no parameters at all)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from apply_checks import assert_apply_matches, chat_inputs, edge_cases, template_source
 
+from llamact.json_types import Json
 from llamact.parity.scenarios import CALL_WEATHER, RESPONSE_SCHEMA, TOOL_RESULT_WEATHER, TOOLS, USER, USER_2
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 STEM = "openbmb-MiniCPM5-1B"
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from specialized_parity import BRANCH_CASES, REASONING, SYSTEM, USER, assert_apply_equal, request_inputs
 
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 TEMPLATES = ["mistralai-Ministral-3-14B-Reasoning-2512", "unsloth-mistral-Devstral-Small-2507"]
 

@@ -11,7 +11,6 @@ Expected values always come from the oracle."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from apply_checks import assert_apply_matches, template_source
@@ -19,6 +18,7 @@ from apply_checks import assert_apply_matches, template_source
 from llamact.chat.specialized import detect
 from llamact.chat.templates import normalized_source
 from llamact.jinja import JinjaException
+from llamact.json_types import Json
 from llamact.parity.apply_runner import apply_request
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.corpus import BOS_TOKEN, EOS_TOKEN
@@ -26,8 +26,6 @@ from llamact.parity.oracle import OracleError
 from llamact.parity.scenarios import RESPONSE_SCHEMA, TOOLS, USER
 
 pytestmark = pytest.mark.parity
-
-Json = Any
 
 STEMS = {
     "ling_3": ["inclusionai-ling-3.0-flash"],

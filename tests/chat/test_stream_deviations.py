@@ -197,6 +197,44 @@ def test_double_braces_with_other_text_stay_content(oracle: OracleClient, templa
     assert default.message.content == "Hi\n" + envelope
 
 
+STRANDED = "<tool_call>\n" + braced(2, 2) + " and then\n</tool_call>"   # other text after the call
+GOOD = "<tool_call>\n" + braced(2, 2) + "\n</tool_call>"
+IN_ORDER = {
+    # case: (output, the final content, the calls)
+    "between_texts": ("Before.\n" + STRANDED + "\nAfter.", "Before.\n" + STRANDED + "\nAfter.", 0),
+    "alone": (STRANDED, STRANDED, 0),
+    "two_between_texts": ("A " + STRANDED + " B " + STRANDED + " C", "A " + STRANDED + " B " + STRANDED + " C", 0),
+    "before_a_call": ("Hi\n" + STRANDED + "\n" + GOOD, "Hi\n" + STRANDED + "\n", 1),
+    "before_a_single_brace_call": ("Hi\n" + STRANDED + "\n<tool_call>\n" + braced(1, 1) + "\n</tool_call>",
+                                   "Hi\n" + STRANDED + "\n", 1),
+    "after_a_call": (GOOD + "\n" + STRANDED, STRANDED, 1),   # upstream's parse has no content after a call
+}
+
+
+@pytest.mark.parametrize("case", IN_ORDER)
+@pytest.mark.parametrize("template", HERMES_TEMPLATES)
+def test_a_double_brace_envelope_that_stays_content_keeps_its_place(oracle: OracleClient, template: str,
+                                                                    case: str) -> None:
+    """The specification: a double-brace envelope with other text after the call "stays in content",
+    and content keeps its order: the text that followed the envelope comes after it, not before."""
+    answer = apply_answer(oracle, template, tools=[WEATHER], parallel_tool_calls=True)
+    output, content, calls = IN_ORDER[case]
+    upstream, default = _both(oracle, answer, output, [WEATHER])
+    assert "error" in upstream or upstream["tool_calls"] == [] or case.startswith("before_a_single")
+    assert default.message.content == content
+    assert default.message_calls == [("get_weather", '{"city": "Paris"}')] * calls
+
+
+def test_the_placeholder_is_one_the_output_does_not_hold(oracle: OracleClient) -> None:
+    """The envelope is put back for a private-use character the parse keeps in its place; an output
+    that holds the first such characters itself gets another one, and its own are kept."""
+    answer = apply_answer(oracle, "Qwen-Qwen2.5-7B-Instruct", tools=[WEATHER])
+    own = "".join(map(chr, range(0xE000, 0xE003)))
+    output = own + " Before.\n" + STRANDED + "\nAfter. " + own
+    _, default = _both(oracle, answer, output, [WEATHER])
+    assert default.message.content == output and default.message_calls == []
+
+
 @pytest.mark.parametrize("template", HERMES_TEMPLATES)
 def test_double_brace_parallel_calls(oracle: OracleClient, template: str) -> None:
     answer = apply_answer(oracle, template, tools=[WEATHER], parallel_tool_calls=True)
@@ -260,6 +298,53 @@ def test_qwen3_coder_family_keeps_escapes(oracle: OracleClient, template: str) -
         assert default.message.reasoning_content == "Code: print('a\\nb')"
     else:  # no reasoning in Qwen3-Coder: the content is upstream's
         assert default.message.content == upstream["content"]
+
+
+# templates whose generation prompt opens the thought (``...<think>\n``), with and without tool layouts
+FORCED_OPEN = ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "Qwen3.5-4B", "MiniMax-M2",
+               "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"]
+REPEATED_START = {
+    # case: (output, the reasoning of the default mode)
+    "repeated": ("<think>\nPlan.\n</think>\nAnswer.", "Plan."),
+    "after_whitespace": ("\n <think>Plan.</think>\nAnswer.", "Plan."),
+    "split_over_tokens": ("<th|ink>|\nPl|an.\n</think>\nAnswer.", "Plan."),
+    "not_the_tag": ("<thinking> Plan.\n</think>\nAnswer.", "<thinking> Plan."),
+    "not_at_the_start": ("Plan <think> more.\n</think>\nAnswer.", "Plan <think> more."),
+}
+
+
+@pytest.mark.parametrize("tools", [[], [WEATHER]], ids=["no_tools", "tools"])
+@pytest.mark.parametrize("case", REPEATED_START)
+@pytest.mark.parametrize("template", FORCED_OPEN)
+def test_a_start_tag_repeated_at_the_start_of_a_forced_open_thought_is_dropped(
+        oracle: OracleClient, template: str, case: str, tools: list[Any]) -> None:
+    """The specification: "a start tag the model repeats at the start of a forced-open thought is
+    dropped, as in the parse", with or without tools. Upstream keeps it in the reasoning; the
+    default stream never sends it, so what is streamed still equals the final message."""
+    answer = apply_answer(oracle, template, tools=tools)
+    assert answer["generation_prompt"].rstrip().endswith("<think>")   # the prompt opened the thought
+    output, reasoning = REPEATED_START[case]
+    pieces = output.split("|") if "|" in output else token_pieces(output, random.Random(3))
+    text = "".join(pieces)
+    steps, bad = compare_upstream(oracle, answer, text, pieces)
+    assert not bad, bad[:3]
+    upstream = _upstream_final(steps)
+    default = stream_default(template_result(answer), text, pieces, tools=tools)
+    assert default.matches_message(), (default.thinking, default.message.reasoning_content)
+    assert default.message.reasoning_content == reasoning
+    assert default.message.content == upstream["content"] and default.message_calls == []
+    if case in ("repeated", "after_whitespace", "split_over_tokens"):
+        assert upstream["reasoning_content"].lstrip().startswith("<think>")   # upstream keeps the repeated tag
+    else:
+        assert upstream["reasoning_content"].strip() == reasoning   # anything else is upstream's, trimmed
+
+
+def test_a_start_tag_is_dropped_only_from_a_thought_the_prompt_opened(oracle: OracleClient) -> None:
+    """Qwen 3's generation prompt opens no thought: its parse reads the first tag, and a second one
+    is the thought's text, in upstream's reasoning and in the default mode's alike."""
+    upstream, default, _ = _reasoning_both(oracle, "Qwen-Qwen3-0.6B", "<think><think>\nPlan.\n</think>\nAnswer.")
+    assert upstream["reasoning_content"] == "<think>\nPlan.\n"
+    assert default.message.reasoning_content == "<think>\nPlan."
 
 
 def test_each_thought_is_trimmed_and_separated(oracle: OracleClient) -> None:

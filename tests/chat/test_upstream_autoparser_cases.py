@@ -34,12 +34,12 @@ from llamact.chat.output_parser import parse_chat_output
 from llamact.chat.peg_builder import ChatPegBuilder, build_chat_peg_parser
 from llamact.chat.peg_mappers import normalize_quotes_to_json
 from llamact.chat.templates import compile_chat_template, load_chat_templates
+from llamact.json_types import Json
 from llamact.parity.oracle import OracleClient, OracleError
 
 pytestmark = pytest.mark.parity
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
-Json = Any
 
 
 def helper(oracle: OracleClient, name: str, **fields: Any) -> Json:

@@ -49,9 +49,9 @@ def test_options_at_their_default_and_model_params_fields_are_accepted(smollm2_p
 def test_chat_format_chatml_is_the_built_in_template(smollm2_path, llm):
     # SmolLM2's own template adds its default system prompt; the built-in ChatML one does not
     ask = [{"role": "user", "content": "Hi"}]
-    assert "named SmolLM" in llm.engine.chat_prompt(ask)
+    assert "named SmolLM" in llm.engine.chat_template(ask).prompt
     with Llama(str(smollm2_path), n_ctx=256, verbose=False, chat_format="chatml") as model:
-        prompt = model.engine.chat_prompt(ask)
+        prompt = model.engine.chat_template(ask).prompt
     assert prompt == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -101,3 +101,26 @@ def test_prompt_lookup_decoding_runs_as_llama_cpps_ngram_simple(smollm2_path):
         assert spec.types == ("ngram-simple",) and (spec.ngram_simple_size_n, spec.ngram_simple_size_m) == (2, 8)
         model.create_completion(prompt, max_tokens=16, temperature=0)
         assert model.engine.speculator.totals.n_steps > 0
+
+
+def test_llama_cpp_names_are_importable_from_the_top_level():
+    """Code written as ``llama_cpp.Llama(...)`` / ``llama_cpp.LlamaGrammar.from_string(...)`` runs with
+    ``import llamact as llama_cpp`` (LlamaGrammar was only in llamact.compat)."""
+    import llamact as llama_cpp
+
+    assert llama_cpp.Llama is Llama and llama_cpp.LlamaGrammar is LlamaGrammar
+    assert "LlamaGrammar" in llama_cpp.__all__
+    assert llama_cpp.LlamaGrammar.from_string('root ::= "yes" | "no"')
+
+
+def test_required_through_a_template_without_a_tool_call_format_is_refused(llm):
+    """As the server and ``llamact chat`` refuse it (docs/design.md deviation 15), not answered in text;
+    a named function still gets llama-cpp-python's schema-constrained call (its documented behaviour)."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    with pytest.raises(LlamaUnsupportedException, match="has no tool-call format"):
+        llm.create_chat_completion(messages=messages, tools=tools, tool_choice="required", max_tokens=8)
+    named = llm.create_chat_completion(messages=messages, tools=tools, max_tokens=48, temperature=0,
+                                       tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    assert named["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"

@@ -248,7 +248,7 @@ def test_a_reply_not_streamed_costs_the_event_loop_nothing_per_token(smollm2_pat
     streamed job gets every chunk. Both completions are the same."""
     import asyncio
 
-    from llamact.server.slots import SlotRunner
+    from llamact.server.runners.slot_runner import SlotRunner
 
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=2048, n_seq_max=2, n_threads=2)) as engine:
         scheduler = BatchScheduler(engine)
@@ -283,4 +283,43 @@ def test_a_reply_not_streamed_costs_the_event_loop_nothing_per_token(smollm2_pat
             assert whole.text == streamed.text and whole.content == streamed.content
         finally:
             runner.close()
+            scheduler.close()
+
+
+def test_the_scheduler_is_a_chat_backend(smollm2_path: Path) -> None:
+    """The scheduler keeps the contract its engine keeps (engine/backend.py, issue 41): the same
+    template and tokens, the sampling keywords of create(), one slot's share of the context as its
+    n_ctx, cancel() ending every request, waiting or on a slot, and the asyncio face over it."""
+    import asyncio
+
+    from llamact import AsyncLlamaEngine, StopReason
+
+    ask = [{"role": "user", "content": "Hi"}]
+    with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=1024, n_seq_max=2, n_threads=2)) as engine:
+        scheduler = BatchScheduler(engine)
+        try:
+            assert scheduler.chat_template(ask).prompt == engine.chat_template(ask).prompt
+            assert scheduler.tokenize("Hello") == engine.tokenize("Hello")
+            assert scheduler.prompt_length(ChatRequest(ask)) == engine.prompt_length(ChatRequest(ask))
+            assert (scheduler.n_ctx, scheduler.n_threads, scheduler.model_name) == \
+                (engine.n_ctx_seq, engine.n_threads, engine.model_name) and scheduler.n_ctx == 512
+            # sampling keywords, as create() takes them (the scheduler's slots answer as one engine)
+            reply = scheduler.create(ask, max_tokens=3, greedy=True).completion()
+            assert reply.usage.completion_tokens == 3 and reply.finish_reason == "length"
+
+            async def streamed() -> str:
+                pieces = [c.content or "" async for c in AsyncLlamaEngine(scheduler).create(ask, max_tokens=3,
+                                                                                            greedy=True)]
+                return "".join(pieces)
+            assert asyncio.run(streamed()) == reply.content
+
+            long = GenerationParams(greedy=True, max_tokens=-1, logit_bias=no_end(engine))
+            running = [scheduler.generate("Once upon a time", long) for _ in range(3)]   # 2 slots, 1 waits
+            next(running[0])
+            scheduler.cancel()
+            for stream in running:   # each ends: its reader is not left waiting
+                assert all(chunk.stop_reason in (None, StopReason.CANCELLED) for chunk in stream)
+            assert scheduler.n_active == 0 and scheduler.n_waiting == 0
+            assert scheduler.create(ask, max_tokens=2, greedy=True).completion().finish_reason == "length"
+        finally:
             scheduler.close()

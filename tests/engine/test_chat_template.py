@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from llamact import LlamaEngine, ModelParams
+from llamact import ChatRequest, LlamaEngine, ModelParams
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.oracle import OracleClient, OracleError
 
@@ -83,3 +83,34 @@ def test_an_empty_or_chatml_override_is_read_as_upstream_reads_it(oracle: Oracle
     with LlamaEngine.load(model_path, ModelParams(n_ctx=512, n_threads=2, chat_template=override)) as engine:
         for inputs in REQUESTS.values():
             assert _ours(engine, inputs) == _expected(oracle, model_path, inputs, template=override)
+
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+OTHER_SCHEMA = {"type": "array", "items": {"type": "integer"}}
+
+
+def _schema_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"schema": schema}}
+
+
+def test_the_deprecated_json_schema_shortcut_is_read_and_response_format_wins(
+        oracle: OracleClient, engine: LlamaEngine, model_path: Path) -> None:
+    """The specification: "chatTemplate(...) still accepts the deprecated jsonSchema shortcut; if both
+    are passed, responseFormat wins." The shortcut is upstream's ``json_schema`` input (its grammar
+    here equals the oracle's), with a DeprecationWarning."""
+    plain = REQUESTS["plain"]
+    with pytest.warns(DeprecationWarning, match=r"json_schema=.*response_format"):
+        shortcut = _ours(engine, plain, json_schema=SCHEMA)
+    assert shortcut == _expected(oracle, model_path, {**plain, "json_schema": SCHEMA})
+    assert shortcut["grammar"] and shortcut == _ours(engine, plain, response_format=_schema_format(SCHEMA))
+    with pytest.warns(DeprecationWarning):
+        both = _ours(engine, plain, json_schema=OTHER_SCHEMA, response_format=_schema_format(SCHEMA))
+    assert both == shortcut
+    # a request that carries a response_format keeps it too
+    request = ChatRequest(plain["messages"], response_format=_schema_format(SCHEMA), reasoning_format="deepseek",
+                          template_now=ORACLE_NOW)
+    with pytest.warns(DeprecationWarning):
+        assert engine.chat_template(request, json_schema=OTHER_SCHEMA).to_json() == shortcut
+    # json_schema=None asks for nothing (still deprecated)
+    with pytest.warns(DeprecationWarning):
+        assert _ours(engine, plain, json_schema=None) == _ours(engine, plain)

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from llamact import GenerationParams, LlamaEngine, ModelParams
+from llamact import AsyncLlamaEngine, GenerationParams, LlamaEngine, ModelParams
 from llamact.chat import ChatRequestError, apply_chat_template
 from llamact.chat.templates import normalized_source
 from llamact.errors import LlamaException, LlamaStateException, LlamaUnsupportedException
@@ -188,7 +188,7 @@ def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine
     """Deviation 8 in create() as in create_structured (issue 26 found create() generating
     unconstrained '{"n": 10'); upstream_compat=True generates as llama-server does."""
     async def first_async_chunk() -> None:
-        async with engine.acreate(ASK, response_format=MULTIPLE_OF) as stream:
+        async with AsyncLlamaEngine(engine).create(ASK, response_format=MULTIPLE_OF) as stream:
             await anext(aiter(stream))
 
     for call in (lambda: engine.create(ASK, response_format=MULTIPLE_OF),
@@ -257,6 +257,27 @@ def test_a_call_cut_by_max_tokens_is_not_sent(engine: LlamaEngine) -> None:
     assert completion.tool_calls == [] and completion.content == ""
 
 
+README_TEMPLATE = """{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+README_WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_a_named_call_ends_when_the_call_ends(engine: LlamaEngine) -> None:
+    """Issue 43, the README's first tool example: the forced call's grammar admitted whitespace after
+    it, SmolLM2 wrote "\\n\\n" and blanks instead of its end token and ran out of 64 tokens
+    (finish_reason "length", the call withheld). The grammar now ends with the call."""
+    completion = engine.complete_chat([{"role": "user", "content": "Weather in Paris?"}], tools=[README_WEATHER],
+                                      tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                      custom_template=README_TEMPLATE, params=GREEDY)
+    assert completion.finish_reason == "tool_calls" and completion.text.endswith("</tool_call>"), completion.text
+    assert [c.name for c in completion.tool_calls] == ["get_weather"]
+
+
 def test_context_overflow_ends_with_length_or_a_typed_error(smollm2_path: Path) -> None:
     with LlamaEngine.load(smollm2_path, ModelParams(n_ctx=256, n_threads=1)) as small:
         long_ask = [{"role": "user", "content": "word " * 400}]
@@ -270,3 +291,30 @@ def test_family_names_of_the_templates_above_are_all_different_layouts() -> None
     families = {apply_chat_template(normalized_source(_template(n)), ASK, tools=[FORECAST]).family
                 for n in [*FAMILY_TEMPLATES, *UNFINISHED_BY_SMOLLM2]}
     assert len(families) >= 16  # every specialized family, plus the autoparser
+
+
+def test_a_demanded_call_through_a_template_without_a_tool_call_format_is_refused(engine: LlamaEngine) -> None:
+    """SmolLM2's own template has no tool-call format: "required" and a named function are refused the
+    same way the server and ``llamact chat`` refuse them (chat/tool_format.py), not answered in text,
+    and the message names the library's remedies; "auto" is answered (the tools are dropped)."""
+    for choice in ("required", NAMED):
+        with pytest.raises(LlamaUnsupportedException) as caught:
+            engine.complete_chat(ASK, tools=[FORECAST], tool_choice=choice, params=GREEDY)
+        message = str(caught.value)
+        assert message.startswith("tool_choice ") and "has no tool-call format" in message, message
+        assert 'LlamaEngine.load("qwen2.5-coder-0.5b")' in message and "custom_template" in message
+        assert 'template_path("chatml-tools")' in message
+    _still_usable(engine)
+    assert engine.complete_chat(ASK, tools=[FORECAST], params=GenerationParams(greedy=True, max_tokens=4)).content
+
+
+def test_the_shipped_tool_template_gives_the_default_model_tool_calls(engine: LlamaEngine) -> None:
+    from llamact.chat.tool_format import template_path
+
+    path = template_path("chatml-tools")
+    assert path is not None and template_path("../engine") is None
+    result = engine.chat_template(ASK, tools=[FORECAST], tool_choice="required", custom_template=path.read_text())
+    assert result.grammar   # a tool-call format: the demanded call is constrained
+    reply = engine.complete_chat(ASK, tools=[FORECAST], tool_choice=NAMED, custom_template=path.read_text(),
+                                 params=GenerationParams(greedy=True, max_tokens=160))
+    assert [call.name for call in reply.tool_calls] == ["forecast"]

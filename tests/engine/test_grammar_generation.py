@@ -24,8 +24,8 @@ def test_output_follows_a_json_schema_grammar(engine: LlamaEngine) -> None:
                                                "score": {"type": "integer", "minimum": 0, "maximum": 9}},
               "required": ["answer", "score"], "additionalProperties": False}
     grammar = json_schema_to_grammar(schema)
-    prompt = engine.chat_prompt([{"role": "system", "content": "You reply with JSON only."},
-                                 {"role": "user", "content": "Reply in JSON with an answer and a score."}])
+    prompt = engine.chat_template([{"role": "system", "content": "You reply with JSON only."},
+                                   {"role": "user", "content": "Reply in JSON with an answer and a score."}]).prompt
     result = engine.complete(prompt, GenerationParams(greedy=True, max_tokens=64, grammar=grammar))
     assert result.stop_reason is StopReason.EOG, result  # the grammar completed and allowed EOG
     value = json.loads(result.text)

@@ -248,7 +248,7 @@ def test_the_record_is_what_the_kv_cache_holds(one_by_one: LlamaEngine) -> None:
     assert engine.context_tokens == tuple(prompt + got[:2]) and _held(engine) == len(prompt) + 2
 
     # an end-of-generation token is not decoded either; everything before it is
-    chat = engine.tokenize(engine.chat_prompt([{"role": "user", "content": "Say hello."}]))
+    chat = engine.tokenize(engine.chat_template([{"role": "user", "content": "Say hello."}]).prompt)
     done = engine.complete(chat, GenerationParams(greedy=True, max_tokens=200))
     assert done.stop_reason is StopReason.EOG
     assert engine.context_tokens == tuple(chat + done.tokens) and _held(engine) == len(chat) + len(done.tokens)

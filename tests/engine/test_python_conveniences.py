@@ -1,10 +1,9 @@
 """The conveniences a Python user reaches for on llamact's own API (issue 28, part 2): sampling
 keywords as a shortcut for GenerationParams, ``to_openai()`` without arguments, ``complete_chat()``
-and the deprecated ``create_completion()``, native warnings kept off a terminal nobody configured."""
+(one name per idea: the old aliases are gone, issue 41), native warnings kept off a terminal nobody
+configured."""
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 from child_process import run_child
@@ -66,12 +65,23 @@ def test_to_openai_defaults_to_the_replys_own_id_model_and_time(engine):
     assert lone[0]["object"] == "chat.completion.chunk" and lone[0]["id"].startswith("chatcmpl-")
 
 
-def test_create_completion_is_complete_chat_with_a_warning(engine):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = engine.create_completion(ASK, max_tokens=4, greedy=True)
-    assert [w.category for w in caught] == [DeprecationWarning] and "complete_chat" in str(caught[0].message)
-    assert old.content == engine.complete_chat(ASK, max_tokens=4, greedy=True).content
+def test_a_generation_params_grammar_in_a_chat_request_is_refused(engine):
+    """A chat request's grammar is its own option (issue 41: the deprecated fold-in is gone); a
+    GenerationParams.grammar there is refused by name, never dropped without a word."""
+    for call in (lambda: engine.create(ASK, params=GenerationParams(grammar='root ::= "red"')),
+                 lambda: engine.complete_chat(ASK, params=GenerationParams(grammar='root ::= "red"')),
+                 lambda: engine.prepare_chat(ChatRequest(ASK), GenerationParams(grammar='root ::= "red"'))):
+        with pytest.raises(ChatRequestError, match=r"create\(messages, grammar=\.\.\.\)"):
+            call()
+    assert engine.complete_chat(ASK, grammar='root ::= "red"', max_tokens=4, greedy=True).content == "red"
+
+
+def test_one_name_per_idea():
+    """The chat verbs of a 0.1 package, without aliases (docs/design.md, "The engine's API")."""
+    from llamact import AsyncLlamaEngine
+
+    gone = {"chat", "chat_prompt", "chat_template_set", "create_completion", "acreate", "media_prompt"}
+    assert gone.isdisjoint(dir(LlamaEngine)) and not hasattr(AsyncLlamaEngine, "create_completion")
 
 
 NATIVE_WARNING = """
@@ -118,3 +128,9 @@ def test_load_takes_model_params_keywords(smollm2_path):
         assert mixed.n_ctx == 768 and mixed.params.n_threads == 1
     with pytest.raises(LlamaModelException, match="'n_ctxx' is not a ModelParams field; did you mean 'n_ctx'"):
         LlamaEngine.load(smollm2_path, n_ctxx=256)
+
+
+def test_get_metadata_takes_a_key(engine):
+    whole = engine.get_metadata()
+    assert engine.get_metadata("tokenizer.chat_template") == whole["tokenizer.chat_template"]
+    assert engine.get_metadata("no.such.key") is None and engine.get_metadata("no.such.key", "x") == "x"

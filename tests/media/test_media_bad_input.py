@@ -14,7 +14,6 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -29,10 +28,10 @@ from llamact import (
     LlamaUnsupportedException,
 )
 from llamact.chat.media import audio_part, image_part
+from llamact.json_types import Json
 
 pytestmark = [pytest.mark.model]
 
-Json = Any
 GREEDY = GenerationParams(max_tokens=4, temperature=0)
 
 
@@ -166,6 +165,36 @@ def test_files_under_the_media_path_only(smollm2_path: Path, projectors: dict[st
         for name in ("../secret.png", "/../secret.png", "missing.png"):
             with pytest.raises(LlamaMediaException, match="not allowed|does not exist"):
                 engine.complete_chat(_ask(image_part(f"file://{name}")), params=GREEDY)
+
+
+def test_special_names_and_files_under_the_media_path(smollm2_path: Path, projectors: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """Issue 46: a NUL in the path was a ValueError (a 500 on the server); a FIFO or a directory is
+    refused before anything blocks on it (opening a FIFO waits for a writer)."""
+    import os
+
+    media = tmp_path / "media"
+    media.mkdir()
+    os.mkfifo(media / "pipe.png")
+    (media / "folder.png").mkdir()
+    outcome: list[BaseException] = []
+    with LlamaEngine.load(smollm2_path, engine_params(projectors["smollm2"], media_path=media)) as engine:
+        for name, why in (("x\x00y", "NUL"), ("x%00y", "does not exist"), ("folder.png", "not a regular file"),
+                          ("pipe.png", "not a regular file")):
+            def ask(name: str = name) -> None:
+                try:
+                    engine.complete_chat(_ask(image_part(f"file://{name}")), params=GREEDY)
+                except BaseException as exc:   # noqa: BLE001 - the test reads it
+                    outcome.append(exc)
+
+            worker = threading.Thread(target=ask, daemon=True)
+            worker.start()
+            worker.join(60)
+            if worker.is_alive():   # blocked on the FIFO: give it a writer, then fail
+                os.close(os.open(media / "pipe.png", os.O_WRONLY | os.O_NONBLOCK))
+                worker.join(60)
+                pytest.fail(f"reading file://{name!r} blocked")
+            assert isinstance(outcome[-1], LlamaMediaException) and why in str(outcome[-1]), (name, outcome[-1])
 
 
 class _Images(http.server.BaseHTTPRequestHandler):

@@ -6,17 +6,16 @@ medium as the embeddings it becomes, and what cannot be saved is refused."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from media_helpers import engine_params, noise_image
 
 from llamact import ChatRequest, ChatSession, GenerationParams, LlamaEngine, LlamaUnsupportedException
 from llamact.engine.batched import BatchScheduler
+from llamact.json_types import Json
 
 pytestmark = [pytest.mark.model]
 
-Json = Any
 GREEDY = GenerationParams(max_tokens=6, temperature=0)
 
 

@@ -13,17 +13,16 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from media_helpers import engine_params, noise_image
 
 from llamact import LlamaEngine
+from llamact.json_types import Json
 from llamact.parity.llama_server import LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 MAX_TOKENS = 10
 
 

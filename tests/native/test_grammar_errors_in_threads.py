@@ -37,7 +37,7 @@ def reject(i):
         except Exception as exc:
             message = str(exc)
             others = [j for j in range(n_threads) if j != i and f"undefined{j}x" in message]
-            if type(exc).__name__ != "LlamaInferenceException" or reason not in message or others:
+            if type(exc).__name__ != "LlamaSamplerParameterException" or reason not in message or others:
                 problems.append(f"thread {i}: {type(exc).__name__}: {message[:300]}")
         else:
             problems.append(f"thread {i}: the bad grammar was accepted")

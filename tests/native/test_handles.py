@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from llamact.errors import LlamaStateException
-from llamact.native._handle import NativeHandle
+from llamact.native._handle import NativeHandle, SharedHandle
 
 
 class Recorder:
@@ -293,6 +293,102 @@ def test_partially_constructed_subclass_does_not_complain_when_collected() -> No
     assert seen == []
 
 
+# -- shared pins (a model: read-only once loaded) -----------------------------------------------
+
+
+class SharedFake(SharedHandle):
+    _kind = "shared fake"
+
+
+def _hold_pin(handle: SharedHandle, entered: threading.Event, gate: threading.Event) -> threading.Thread:
+    def hold() -> None:
+        with handle.pinned():
+            entered.set()
+            assert gate.wait(10), "test gate never opened"
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert entered.wait(10)
+    return thread
+
+
+def test_shared_pins_run_side_by_side(rec: Recorder) -> None:
+    """A long call on a shared handle (a DRY sampler scanning the vocabulary) does not hold the
+    other threads' calls (their tokenizing): the second pin enters while the first is held."""
+    h = SharedFake(7, rec.free("h"))
+    gate = threading.Event()
+    holder = _hold_pin(h, threading.Event(), gate)
+    entered_second = threading.Event()
+
+    def read() -> None:
+        with h.pinned():
+            entered_second.set()
+    second = threading.Thread(target=read)
+    second.start()
+    try:
+        assert entered_second.wait(5), "a second reader waited for the first"
+    finally:
+        gate.set()
+        holder.join(10)
+        second.join(10)
+
+
+def test_close_of_a_shared_handle_waits_for_every_pin(rec: Recorder) -> None:
+    h = SharedFake(7, rec.free("h"))
+    gate = threading.Event()
+    holder = _hold_pin(h, threading.Event(), gate)
+    closer = threading.Thread(target=h.close)
+    closer.start()
+    time.sleep(0.05)
+    assert rec.names() == [], "freed while another thread had it pinned"
+    with pytest.raises(LlamaStateException):   # no new pin once closing
+        with h.pinned():
+            pass
+    gate.set()
+    holder.join(10)
+    closer.join(10)
+    assert rec.names() == ["h"]
+
+
+def test_exclusive_waits_for_readers_and_holds_new_ones(rec: Recorder) -> None:
+    h = SharedFake(7, rec.free("h"))
+    gate = threading.Event()
+    holder = _hold_pin(h, threading.Event(), gate)
+    order: list[str] = []
+    in_exclusive, leave_exclusive = threading.Event(), threading.Event()
+
+    def exclusive() -> None:
+        with h.exclusive():
+            order.append("exclusive")
+            in_exclusive.set()
+            assert leave_exclusive.wait(10)
+
+    writer = threading.Thread(target=exclusive)
+    writer.start()
+    time.sleep(0.05)
+    assert order == [], "exclusive entered beside a reader"
+    gate.set()
+    holder.join(10)
+    assert in_exclusive.wait(10)
+    def read() -> None:
+        with h.pinned():
+            order.append("reader")
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.05)
+    assert order == ["exclusive"], "a reader entered during an exclusive call"
+    leave_exclusive.set()
+    writer.join(10)
+    reader.join(10)
+    assert order == ["exclusive", "reader"]
+
+
+def test_a_thread_may_close_what_it_has_pinned(rec: Recorder) -> None:
+    h = SharedFake(7, rec.free("h"))
+    with h.pinned():
+        h.close()
+    assert rec.names() == ["h"]
+
+
 # -- the real classes ---------------------------------------------------------------------------
 
 
@@ -398,3 +494,36 @@ def test_engine_frees_everything_exactly_once(smollm2_path: Any, counted_frees: 
     del engine, stream
     gc.collect()
     assert rec.names() == names
+
+
+@pytest.mark.model
+def test_a_dry_set_up_does_not_hold_the_vocabulary(smollm2_path: Any) -> None:
+    """Issue 46: DRY's set-up scans the whole vocabulary once per sequence breaker (seconds with
+    many) while pinning the model; every other request's tokenizing -- and the slots' token
+    pieces -- waited for it. The bound: another thread tokenizes while the set-up runs (its
+    tokenizations finish in the middle of the set-up, not only before or after it)."""
+    from llamact.native.model import Model, ModelLoadOptions
+    from llamact.native.sampler import Dry, Greedy, SamplerChain
+
+    model = Model(smollm2_path, ModelLoadOptions(vocab_only=True))
+    breakers = tuple(f"b{i:05d}xyz" for i in range(12))
+    span: list[float] = []
+    done = threading.Event()
+
+    def build() -> None:
+        span.append(time.monotonic())
+        SamplerChain(model, [Dry(multiplier=0.8, penalty_last_n=64, seq_breakers=breakers), Greedy()]).close()
+        span.append(time.monotonic())
+        done.set()
+
+    builder = threading.Thread(target=build)
+    finished: list[float] = []
+    builder.start()
+    while not done.is_set():
+        model.vocab.tokenize("Hello there", add_special=False)
+        finished.append(time.monotonic())
+    builder.join(60)
+    start, end = span
+    middle = [t for t in finished if start + 0.25 * (end - start) < t < end - 0.05 * (end - start)]
+    assert middle, f"no tokenization finished during the {end - start:.2f} s set-up ({len(finished)} in all)"
+    model.close()

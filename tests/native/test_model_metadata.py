@@ -149,8 +149,6 @@ def test_chat_template_is_the_files_string(loaded: Loaded) -> None:
     # A named variant the file does not have.
     assert not loaded.has("tokenizer.chat_template.tool_use")
     assert loaded.model.template_source("tool_use") is None
-    with pytest.warns(DeprecationWarning, match="template_source"):   # the old name, until 0.2
-        assert loaded.model.chat_template() == loaded.model.template_source()
 
 
 def test_hyperparameters_agree_with_the_file(loaded: Loaded) -> None:

@@ -42,13 +42,13 @@ NUL, SURROGATE = "before\x00after", "before\ud800after"
 
 def test_a_nul_in_chat_messages_is_text(engine: LlamaEngine) -> None:
     # as upstream: the JSON string carries the NUL, the template renders it, the tokenizer reads it
-    assert NUL in engine.chat_prompt([{"role": "user", "content": NUL}])
+    assert NUL in engine.chat_template([{"role": "user", "content": NUL}]).prompt
 
 
 def test_a_lone_surrogate_in_chat_messages_is_a_typed_error(engine: LlamaEngine) -> None:
     for message in ({"role": "user", "content": SURROGATE}, {"role": SURROGATE, "content": "hi"}):
         with pytest.raises(LlamaRequestException, match="lone surrogate"):   # a malformed request
-            engine.chat_prompt([message])
+            engine.chat_template([message])
 
 
 def test_a_lone_surrogate_in_a_chat_template_is_a_typed_error(engine: LlamaEngine) -> None:

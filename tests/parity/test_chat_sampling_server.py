@@ -76,8 +76,8 @@ def apply(engine: LlamaEngine, name: str, choice: str, **kwargs: object) -> Chat
 
 
 def llamact_tokens(engine: LlamaEngine, result: ChatTemplateResult, budget: int = -1,
-                   grammar_first: bool = False) -> tuple[list[int], StopReason]:
-    params = GenerationParams(greedy=True, max_tokens=N_PREDICT)
+                   grammar_first: bool = False, max_tokens: int = N_PREDICT) -> tuple[list[int], StopReason]:
+    params = GenerationParams(greedy=True, max_tokens=max_tokens)
     with chat_sampler_config(engine, result, params, budget, grammar_first=grammar_first) as sampling:
         prompt = engine.tokenize(result.prompt, add_special=True, parse_special=True)
         engine.context.memory_clear()
@@ -102,6 +102,36 @@ def assert_same(engine: LlamaEngine, server: LlamaServer, result: ChatTemplateRe
 @pytest.mark.parametrize(("name", "choice"), TOOL_CASES, ids=[f"{n}-{c}" for n, c in TOOL_CASES])
 def test_tool_sampling_equals_llama_server(engine: LlamaEngine, server: LlamaServer, name: str, choice: str) -> None:
     assert_same(engine, server, apply(engine, name, choice))
+
+
+# the README's first tool example: SmolLM2's template has no tool-call format, so it brings its own
+README_TEMPLATE = """{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
+def test_a_named_call_ends_where_its_grammar_ends(engine: LlamaEngine, server: LlamaServer) -> None:
+    """Issue 43: with the README's example SmolLM2 spelt the forced call, then wrote "\\n\\n" and blanks
+    that the grammar's trailing whitespace admitted, and ran out of 64 tokens (finish_reason length,
+    no call). The named grammar (deviation 9) now ends with the call: llama.cpp's sampler allows only
+    the end token there, in llama-server as in llamact (the same tokens). Given the grammar as it was,
+    llama-server writes the same blanks and stops at the limit: the grammar was the cause, not the
+    sampling."""
+    result = engine.chat_template([{"role": "user", "content": "Weather in Paris?"}], tools=TOOLS[:1],
+                                  tool_choice=NAMED, custom_template=README_TEMPLATE)
+    assert "tool-calls ::= (tool-call)\n" in result.grammar
+    answer = server.post("/completion", completion_body(result, n_predict=64))
+    assert answer["stop_type"] == "eos" and answer["content"].endswith("</tool_call>"), answer["content"]
+    tokens, reason = llamact_tokens(engine, result, max_tokens=64)
+    assert (tokens, reason) == (list(server_sampling(answer).tokens), StopReason.EOG)
+    before = replace(result, grammar=result.grammar.replace("tool-calls ::= (tool-call)\n",
+                                                            "tool-calls ::= (tool-call space)\n"))
+    answer = server.post("/completion", completion_body(before, n_predict=64))
+    assert answer["stop_type"] == "limit" and "</tool_call>" in answer["content"]
+    assert not answer["content"].endswith("</tool_call>") and not answer["content"].split("</tool_call>")[1].strip()
 
 
 @pytest.mark.parametrize(("name", "budget"), BUDGET_CASES, ids=[f"{n}-{b}" for n, b in BUDGET_CASES])

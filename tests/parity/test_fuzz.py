@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from llamact.errors import LlamaUnsupportedException
+from llamact.parity.fuzz.registry import all_targets
 from llamact.parity.fuzz.runner import FuzzRunner, evaluate
 from llamact.parity.fuzz.saved import load_findings
 from llamact.parity.fuzz.shrink import candidates, shrink
-from llamact.parity.fuzz.target import FuzzContext, Target, all_targets
+from llamact.parity.fuzz.target import FuzzContext, Target
 from llamact.parity.oracle import OracleClient, OracleError
 
 LLAMA_CPP = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp"

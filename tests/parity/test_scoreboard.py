@@ -48,8 +48,10 @@ def llama_cpp(repo_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def fresh_corpora(llama_cpp: Path, full_corpus_bytes: bytes) -> list[Corpus]:
-    """The full corpus built twice, each time by a new oracle process with no answer cache: the
-    run's shared build (conftest's full_corpus_bytes, its own fresh process) and one more."""
+    """The full corpus built twice: the run's shared build (conftest's full_corpus_bytes, through
+    the session's oracle: a process of this run, or answers cached from an earlier process of the
+    same binary) and one more by a new oracle process with no answer cache, so the two always come
+    from different processes."""
     with OracleClient(cache=False) as oracle:
         again = build_corpus(oracle, llama_cpp)
     return [pickle.loads(full_corpus_bytes), again]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from llamact.json_types import Json
 from llamact.parity.chat_answer import ChatAnswer, answer_from_openai, reassemble
 from llamact.parity.server_cases import (
     FAMILIES,
@@ -25,17 +25,18 @@ from llamact.parity.server_cases import (
     e2e_cases,
 )
 from llamact.parity.server_compare import (
+    DEMANDED_CALL_REFUSED,
     DOUBLE_BRACES,
     NAMED_TOOL_CHOICE,
     QWEN_XML,
     REASONING_TRIM,
+    RECOVERY,
     STREAMING,
     call_is_valid,
     compare,
     first_difference,
 )
 
-Json = Any
 CASE = E2ECase("smollm2/test/required", "smollm2", "Qwen3-Coder", WEATHER_CALLS, TOOLS, "required")
 
 
@@ -288,6 +289,22 @@ def test_named_tool_choice_where_the_server_failed_or_llamact_refused() -> None:
     assert compare(CASE, parse_failed, call_answer()).kind == "different"
 
 
+def test_required_refused_through_a_template_without_a_call_format_is_deviation_15() -> None:
+    """llama-server answers "required" through SmolLM2's own template with text (the tools dropped);
+    llamact refuses it (deviation 15), in both modes. Only that refusal, only "required", and only
+    where the server made no call."""
+    from llamact.errors import LlamaUnsupportedException
+
+    case = E2ECase("r", "smollm2", OWN_TEMPLATE, WEATHER_CALLS, TOOLS, "required")
+    server = answer([{"content": "Sunny"}], {"role": "assistant", "content": "Sunny"})
+    refused = LlamaUnsupportedException("no tool-call format", {"tool_choice": "required", "family": "autoparser"})
+    for compat in (False, True):
+        assert compare(case, server, refused, upstream_compat=compat).deviations == (DEMANDED_CALL_REFUSED,)
+    assert compare(case, server, LlamaUnsupportedException("no", {"tool_choice": "auto"})).kind == "different"
+    assert compare(case, call_answer(), refused).kind == "different"   # the server did call: no excuse
+    assert compare(CASE, server, refused).kind == "different"          # a template with a call format
+
+
 def test_the_row_judges_llamact_errors_as_the_exceptions_raised() -> None:
     from dataclasses import asdict
 
@@ -391,3 +408,29 @@ def test_the_scoreboard_says_why_the_row_is_left_out(tmp_path: Path, monkeypatch
     # one named on the command line that is not there is an error, not a quiet exclusion
     with pytest.raises(SystemExit, match="--server"):
         server_e2e_exclusion(args(server=str(tmp_path / "nope")), models, None)
+
+
+FENCED_TEXT = '```json\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n```'
+
+
+def recovered_answer(report: Json, text: str = FENCED_TEXT, arguments: str = '{"location": "Paris"}') -> ChatAnswer:
+    final = {"role": "assistant", "content": "", "llamact": report, "tool_calls": [
+        {"type": "function", "id": "", "function": {"name": "get_weather", "arguments": arguments}}]}
+    return answer([_call_delta(0, "abc", "get_weather", arguments)], final, finish="tool_calls", text=text)
+
+
+def test_a_recovered_call_is_deviation_17() -> None:
+    """The server leaves a fenced call as content (or its final parse fails: a 500); llamact answers
+    with the call and its report, a call valid for its tool. Not in upstream_compat; not an invalid call."""
+    case = E2ECase("smollm2/test/auto", "smollm2", "Qwen-Qwen2.5-7B-Instruct", WEATHER_CALLS, TOOLS, "auto")
+    server = answer([{"content": FENCED_TEXT}], {"role": "assistant", "content": FENCED_TEXT}, text=FENCED_TEXT)
+    report = {"parse_error": None, "recovered": ["fenced_block"]}
+    assert compare(case, server, recovered_answer(report)).deviations == (RECOVERY,)
+    assert compare(case, server, recovered_answer(report), upstream_compat=True).kind == "different"
+    assert compare(case, server, recovered_answer(report, arguments='{"town": "Paris"}')).kind == "different"
+    failed = {"parse_error": "The model produced output that does not match the expected peg-native format",
+              "recovered": ["stray_text"]}
+    server_500 = "The model produced output that does not match the expected peg-native format"
+    assert compare(case, server_500, recovered_answer(failed)).deviations == (RECOVERY,)
+    assert compare(case, server_500, recovered_answer(report)).kind == "different"   # no parse error reported
+    assert compare(case, server_500, recovered_answer(failed), upstream_compat=True).kind == "different"

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from llamact.chat.deltas import ToolCallDelta
 from llamact.chat.messages import ChatMessage, ToolCall
 from llamact.engine.chat_types import ChatChunk, Usage
-from llamact.server.anthropic_stream import AnthropicEvents, anthropic_sse
+from llamact.server.messages.stream import AnthropicEvents, anthropic_sse
 
 
 def _stream(message: ChatMessage, stop_string: str | None = None) -> SimpleNamespace:
@@ -60,7 +60,7 @@ def test_events_are_written_with_event_lines() -> None:
 def test_a_failed_stream_ends_with_an_error_event_holding_the_bare_error_object() -> None:
     """server-context.cpp's format_error for this route: ``event: error``, its data the error object
     itself (not wrapped in ``{"error": ...}`` as on the OpenAI routes), and no [DONE]."""
-    from llamact.server.anthropic_stream import ANTHROPIC_FRAMING
+    from llamact.server.messages.stream import ANTHROPIC_FRAMING
 
     error = {"code": 500, "message": "boom", "type": "server_error"}
     assert ANTHROPIC_FRAMING.error(error) == \

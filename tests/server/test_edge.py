@@ -147,6 +147,11 @@ def test_every_key_opens_the_api_and_the_public_routes_need_none(edge: EdgeServe
     assert edge.call("GET", "/health", headers={})[0] == 200
     status, page, _ = edge.call("GET", "/", headers={})
     assert status == 200 and b"<title>llamact</title>" in page
+    # HEAD is GET without the body, as llama-server's HTTP library answers it (it was a 404)
+    for path in ("/", "/health"):
+        status, body, headers = edge.call("HEAD", path, headers={})
+        assert (status, body) == (200, b""), path
+        assert headers["content-length"] == edge.call("GET", path, headers={})[2]["content-length"], path
 
 
 def test_routes_live_under_the_prefix(edge: EdgeServer) -> None:

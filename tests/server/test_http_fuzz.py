@@ -26,14 +26,17 @@ from server_live import LiveServer
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-SERVER_ARGS = ("--threads", "1", "--ctx-size", "1024", "--parallel", "2", "--n-predict", "8")
+SERVER_ARGS = ("--threads", "1", "--ctx-size", "1024", "--parallel", str(fb.N_SLOTS), "--n-predict", "8")
 
 
 class FuzzServer:
-    """The module's server, started again (and the death reported) when an example killed it."""
+    """The module's server, started again (and the death reported) when an example killed it; its
+    --slot-save-path holds special files (``fb.special_slot_dir``), --media-path is the same folder."""
 
-    def __init__(self, model: Path) -> None:
+    def __init__(self, model: Path, root: Path, extra: tuple[str, ...] = ()) -> None:
         self.model = model
+        self.slots = fb.special_slot_dir(root)
+        self.extra = extra
         self.live: LiveServer | None = None
 
     def ensure(self) -> LiveServer:
@@ -41,7 +44,8 @@ class FuzzServer:
             return self.live
         if self.live is not None:
             self.live.stop()
-        self.live = LiveServer("--model", str(self.model), *SERVER_ARGS)
+        self.live = LiveServer("--model", str(self.model), *SERVER_ARGS, "--slot-save-path", str(self.slots),
+                               "--media-path", str(self.slots), *self.extra)
         self.live.start()
         return self.live
 
@@ -62,8 +66,8 @@ class FuzzServer:
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(smollm2_path: Path) -> Iterator[FuzzServer]:
-    server = FuzzServer(smollm2_path)
+def fuzz_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
+    server = FuzzServer(smollm2_path, tmp_path_factory.mktemp("fuzz"))
     server.ensure()
     try:
         yield server
@@ -149,6 +153,61 @@ def test_admin_routes_unknown_routes_and_methods(fuzz_server: FuzzServer, case: 
 def test_the_other_routes_bodies(fuzz_server: FuzzServer, case: fb.Case) -> None:
     """Responses, Messages, token counts, embeddings, rerank, native completion and infill."""
     check(fuzz_server, case)
+
+
+@_settings("dry")
+@given(case=fb.dry_cases())
+def test_dry_sequence_breakers(fuzz_server: FuzzServer, case: fb.Case) -> None:
+    """Issue 46: many breakers stalled every slot; any count is refused or run within the limit."""
+    check(fuzz_server, case)
+
+
+@_settings("slots")
+@given(case=fb.slot_cases())
+def test_slot_ids_and_special_slot_files(fuzz_server: FuzzServer, case: fb.Case) -> None:
+    """Issue 46: id_slot honoured as llama-server honours it; a FIFO in the slot folder refused at once."""
+    check(fuzz_server, case)
+
+
+@pytest.fixture(scope="module")
+def media_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzServer]:
+    """A projector (a small random one for SmolLM2) and --media-path: file:// parts are read."""
+    from llamact.parity.projectors import write_projector
+
+    root = tmp_path_factory.mktemp("media-fuzz")
+    projector = write_projector(root / "mmproj.gguf", 576, "mlp")
+    server = FuzzServer(smollm2_path, root, ("--mmproj", str(projector)))
+    server.ensure()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@_settings("media_files")
+@given(case=fb.media_file_cases())
+def test_media_file_paths(media_server: FuzzServer, case: fb.Case) -> None:
+    """Issue 46: a NUL in a file:// path was a 500; a FIFO there is refused before it blocks."""
+    check(media_server, case)
+
+
+@pytest.fixture(scope="module")
+def lora_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    adapter = fb.write_lora(tmp_path_factory.mktemp("lora") / "adapter.gguf")
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "2048", "--parallel", "4",
+                    "--lora-scaled", f"{adapter}:0") as live:
+        yield live
+
+
+@_settings("lora_rounds")
+@given(round_=fb.lora_rounds)
+def test_concurrent_lora_scales(lora_server: LiveServer, round_: fb.LoraRound) -> None:
+    """Issue 46: a request decodes with its own adapter scale whatever runs beside it."""
+    wrong = fb.lora_round_problems(lora_server.port, round_, _LORA_SOLO)
+    assert not wrong, f"{round_}: {wrong}\nserver log (end):\n{lora_server.log_tail(2000)}"
+
+
+_LORA_SOLO: dict[tuple[str, str, float], bytes] = {}
 
 
 @pytest.mark.parametrize("name", sorted(fb.FINDINGS))

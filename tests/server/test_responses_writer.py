@@ -8,7 +8,8 @@ from __future__ import annotations
 from llamact.chat.deltas import ToolCallDelta
 from llamact.chat.messages import ChatMessage, ToolCall
 from llamact.engine.chat_types import ChatChunk, Usage
-from llamact.server.responses_events import ResponseEvents, ResponseIds
+from llamact.server.responses.stream import ResponseEvents
+from llamact.server.responses.wire import ResponseIds
 
 
 def test_final_parse_deltas_show_only_in_the_done_events() -> None:
@@ -37,3 +38,21 @@ def test_final_parse_deltas_show_only_in_the_done_events() -> None:
     assert [e["data"]["output_index"] for e in out if e["event"] == "response.output_item.added"] == [0, 1]
     assert [e["data"]["output_index"] for e in out if e["event"] == "response.output_item.done"] == [0, 1]
     assert out[-1]["data"]["response"]["output"][1]["call_id"] == "call_X"
+
+
+def test_the_lifecycle_events_carry_an_output_list_for_openai_2() -> None:
+    """``response.created`` / ``response.in_progress`` carry ``created_at``, ``model`` and ``output: []``
+    beside llama-server's ``id`` / ``object`` / ``status`` (docs/design.md deviation 14): the openai 2.x
+    SDK's stream helper (2.54, which openai-agents used before 3.x) appends each added item to the
+    created response's ``output`` and raised AttributeError on None; the completed response keeps the
+    same creation time."""
+    events = ResponseEvents(ResponseIds(), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    message = ChatMessage(role="assistant", content="Hi")
+    out = [e for chunk in (ChatChunk(role="assistant"), ChatChunk(content="Hi"),
+                           ChatChunk(finish_reason="stop", usage=Usage(2, 1))) for e in events.of(chunk, message)]
+    created, progress, completed = out[0]["data"]["response"], out[1]["data"]["response"], out[-1]["data"]["response"]
+    for response in (created, progress):
+        assert response["output"] == [] and response["status"] == "in_progress"
+        assert response["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and isinstance(response["created_at"], int)
+        assert response["id"] == completed["id"] and response["object"] == "response"
+    assert completed["created_at"] == created["created_at"] and len(completed["output"]) == 1

@@ -20,7 +20,7 @@ import pytest
 from server_live import HOST, LiveServer, sse_events
 
 from llamact.parity.llama_server import LlamaServer, RouterConfig
-from llamact.server.props import f32
+from llamact.server.wire.task_params import f32
 
 pytestmark = [pytest.mark.model, pytest.mark.parity]
 
@@ -264,7 +264,10 @@ def test_tools_on_a_template_without_tool_calls(ours: LiveServer, upstream: Llam
     assert "tool_calls" not in answer["choices"][0]["message"]
     for choice in ("required", named):
         status, error, _ = chat(ours.port, "smollm2", tools=[TOOL], tool_choice=choice)
-        assert status == 400 and "--chat-template-file" in error["error"]["message"], error
+        message = error["error"]["message"]
+        assert status == 400 and "--chat-template-file chatml-tools" in message, error
+        # the remedies a pip user has: a named model one flag away, the template llamact ships
+        assert "llamact serve --model qwen2.5-coder-0.5b" in message and "models/templates" not in message
     assert "--chat-template-file" in ours.log_tail(20000)   # the warning, once
 
 

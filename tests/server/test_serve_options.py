@@ -16,9 +16,9 @@ import pytest
 
 from llamact.errors import LlamaException
 from llamact.server import read_catalogue
-from llamact.server.edge import api_keys, key_matches
-from llamact.server.options import SERVER, add_flags, flag_values, rows
-from llamact.server.settings import ServerSettings, load_settings
+from llamact.server.config.options import SERVER, add_flags, flag_values, rows
+from llamact.server.config.settings import ServerSettings, load_settings
+from llamact.server.http.edge import api_keys, key_matches
 
 # a value for each kind of row, as the command line and a variable write it, and what it becomes
 SAMPLES: dict[str, tuple[str, Any]] = {
@@ -83,6 +83,10 @@ def test_each_model_row_reaches_model_params_and_each_sampling_row_the_request_d
     sampling = settings.sampling_defaults()
     assert sampling == {"temperature": 0.25, "seed": 7, "top_k": 5, "mirostat_eta": 0.2}
     assert load_settings({"seed": "-1"}).sampling_defaults() == {"seed": None}   # -1: random, as llama-server
+    # llama.cpp reads the seed with std::stoul into a uint32_t: a negative one wraps (it used to
+    # make every request without a seed a 400, "Xtc.seed=-5")
+    assert load_settings({"seed": "-5"}).sampling_defaults() == {"seed": 4294967291}
+    assert load_settings({"seed": str(2**32 + 3)}).sampling_defaults() == {"seed": 3}
     assert load_settings({"device": "none"}).model_params().devices == ()        # upstream's "none"
 
 
@@ -182,7 +186,7 @@ def test_more_threads_than_cores_is_a_warning_in_either_log_format() -> None:
     import io
     import os
 
-    from llamact.server.logs import ServerLog
+    from llamact.server.http.logs import ServerLog
 
     cores = len(os.sched_getaffinity(0))
     text, lines = io.StringIO(), io.StringIO()

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from llamact.errors import LlamaRequestException
-from llamact.server.completion_body import read_completion
-from llamact.server.protocol import RequestDefaults, RequestError, read_chat
-from llamact.server.settings import load_settings
+from llamact.server.chat.wire import read_chat
+from llamact.server.completions.wire import read_completion
+from llamact.server.config.settings import load_settings
+from llamact.server.http.errors import RequestError
+from llamact.server.wire.request import RequestDefaults
 
 TOOL = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
 
@@ -102,7 +104,7 @@ def test_a_bad_chat_template_file_is_named_with_what_is_wrong(tmp_path: Path) ->
     import os
 
     from llamact.errors import LlamaException
-    from llamact.server.settings import ServerSettings
+    from llamact.server.config.settings import ServerSettings
 
     latin1 = tmp_path / "latin1.jinja"
     latin1.write_bytes(b"{{ 'caf\xe9' }}")

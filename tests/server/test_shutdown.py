@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from server_live import HOST, LiveServer, sse_events
 
-from llamact.server.settings import ServerSettings
+from llamact.server.config.settings import ServerSettings
+from llamact.server.models.state import ServerState
+from llamact.server.runners.worker import EngineWorker
 from llamact.server.shutdown import EXIT_MARGIN_S
-from llamact.server.state import ServerState
-from llamact.server.worker import EngineWorker
 
 pytestmark = [pytest.mark.model]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llamact.server.slot_files import parse_slot_id, slot_path, valid_filename
+from llamact.server.slots.wire import parse_slot_id, slot_path, valid_filename
 
 
 def test_a_link_out_of_the_directory_is_refused(tmp_path: Path) -> None:

@@ -291,7 +291,7 @@ def test_a_client_that_stops_reading_is_dropped_after_the_timeout() -> None:
     import uvicorn
     from uvicorn.server import ServerState
 
-    from llamact.server.transport import request_timeout_protocol
+    from llamact.server.http.transport import request_timeout_protocol
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         pass

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from server_live import LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 HELLO = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8, "temperature": 0}
 RAW = {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0}
 
@@ -282,3 +282,41 @@ def test_two_slots_equal_llama_server_but_for_slot_ids(two_slots: Pair) -> None:
     assert got[1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
     expected, got = two_slots.both("GET", "/slots")
     assert _without_ids(got) == _without_ids(expected)
+
+
+@pytest.fixture(scope="module")
+def odd_seed(smollm2_path: Path) -> Iterator[Pair]:
+    """A --seed outside uint32_t, the type llama.cpp keeps a seed in."""
+    with Pair(smollm2_path, None, ("--seed", "-5")) as pair:
+        yield pair
+
+
+def test_a_seed_outside_uint32_is_reported_as_llama_server_keeps_it(odd_seed: Pair) -> None:
+    """/props reports the server's --seed as llama.cpp's uint32_t holds it (wire/task_params.py, the one
+    writer of task_params that /slots shares; /props wrote -5 before the two were one)."""
+    def seed(port: int) -> Any:
+        return call(port, "GET", "/props")[1]["default_generation_settings"]["params"]["seed"]
+
+    expected = seed(odd_seed.up.port)
+    assert seed(odd_seed.ours.port) == expected != -5
+
+
+@pytest.fixture(scope="module")
+def four_slots(smollm2_path: Path) -> Iterator[Pair]:
+    with Pair(smollm2_path, None, ("--parallel", "4")) as pair:
+        yield pair
+
+
+# id_slot as a request gives it: an id (taken modulo the slots, as an unsigned size), a number cast
+# as C++ casts it, a boolean read as 0 / 1 (nlohmann's get<int>)
+ID_SLOTS: list[Any] = [2, 3, 6, -3, 2.7, True]
+
+
+@pytest.mark.parametrize("id_slot", ID_SLOTS, ids=[repr(v) for v in ID_SLOTS])
+def test_id_slot_runs_where_llama_server_runs_it(four_slots: Pair, id_slot: Any) -> None:
+    """Issue 46: ``id_slot`` was ignored and every answer said 0; llama-server runs the request in
+    that slot and reports it, so a client saving ``/slots/{id_slot}`` afterwards saves its own."""
+    body = {**RAW, "id_slot": id_slot, "n_predict": 2}
+    (up_status, up_body), (status, got) = four_slots.both("POST", "/completion", body)
+    assert up_status == status == 200
+    assert got["id_slot"] == up_body["id_slot"], (id_slot, up_body["id_slot"], got["id_slot"])

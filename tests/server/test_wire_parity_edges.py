@@ -9,16 +9,15 @@ import http.client
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from server_live import API_KEY, LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
 
-Json = Any
 KEY = {"Authorization": f"Bearer {API_KEY}"}
 JSON = {"Content-Type": "application/json"}
 

@@ -1,4 +1,4 @@
-"""Wire parity for llama-server's field table (server-schema.cpp; ``llamact.server.fields``): the same
+"""Wire parity for llama-server's field table (server-schema.cpp; ``llamact.server.wire.fields``): the same
 bodies with odd, out-of-range and mistyped sampling fields go to llama-server at the pin and to
 ``llamact serve``, on the raw and the chat route. A refusal must be the same status and message;
 an answer the same text and usage. Cases that sample (a seed, temperature 1) show that a clamped value
@@ -11,16 +11,14 @@ import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from server_live import LiveServer
 
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
-
-Json = Any
 
 # each body's own fields; the base gives a prompt (or messages), a few tokens and greedy decoding
 CASES: dict[str, Json] = {

@@ -12,19 +12,17 @@ import concurrent.futures
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from server_live import LiveServer, openai_client, sse_events
 
 from llamact.chat.media import audio_part, image_part
+from llamact.json_types import Json
 from llamact.parity.llama_server import HOST, LlamaServer, ServerConfig, find_llama_server
 from llamact.parity.projectors import write_projector
 
 pytestmark = [pytest.mark.parity, pytest.mark.model, pytest.mark.slow]
-
-Json = Any
 
 
 def _image(seed: int) -> Json:

@@ -1,4 +1,4 @@
-"""engine.acreate: chunks in an asyncio loop; a consumer that stops iterating, or a task that is
+"""AsyncLlamaEngine(engine).create: chunks in an asyncio loop; a consumer that stops iterating, or a task that is
 cancelled, stops the native generation, and the engine serves the next request."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ COUNT = [{"role": "user", "content": "Count from 1 to 500, one number per line."
 def test_stream_and_collect(engine: LlamaEngine) -> None:
     async def main() -> tuple[str, str]:
         pieces = []
-        async for chunk in engine.acreate([{"role": "user", "content": "Hi"}],
-                                          params=GenerationParams(greedy=True, max_tokens=6)):
+        async for chunk in AsyncLlamaEngine(engine).create([{"role": "user", "content": "Hi"}],
+                                                           params=GenerationParams(greedy=True, max_tokens=6)):
             pieces.append(chunk.content or "")
         reply = await AsyncLlamaEngine(engine).complete_chat([{"role": "user", "content": "Hi"}],
                                                                  params=GenerationParams(greedy=True, max_tokens=6))
@@ -32,7 +32,7 @@ def test_stream_and_collect(engine: LlamaEngine) -> None:
 def test_leaving_the_loop_stops_generation(engine: LlamaEngine) -> None:
     async def main() -> int:
         n = 0
-        async with engine.acreate(COUNT, params=LONG) as stream:
+        async with AsyncLlamaEngine(engine).create(COUNT, params=LONG) as stream:
             async for _ in stream:
                 n += 1
                 if n == 3:
@@ -52,7 +52,7 @@ def test_cancelling_the_task_cancels_the_native_generation(engine: LlamaEngine) 
         started = asyncio.Event()
 
         async def consume() -> None:
-            async for _ in engine.acreate(COUNT, params=LONG):
+            async for _ in AsyncLlamaEngine(engine).create(COUNT, params=LONG):
                 started.set()
 
         task = asyncio.create_task(consume())

@@ -92,3 +92,34 @@ def test_what_cannot_be_resumed_is_refused(engine: LlamaEngine, second_engine: L
     with_code = ChatSession(engine, params=PARAMS, chat_template_kwargs={"f": print})
     with pytest.raises(LlamaStateException, match="not plain JSON"):
         with_code.save(tmp_path / "code")
+
+
+def _copy(saved: Path, to: Path, session_json: str) -> Path:
+    to.mkdir()
+    (to / "session.json").write_text(session_json)
+    (to / "kv.state").write_bytes((saved / "kv.state").read_bytes())
+    return to
+
+
+def test_a_hostile_or_damaged_record_fails_the_load(engine: LlamaEngine, second_engine: LlamaEngine,
+                                                    tmp_path: Path) -> None:
+    """Issue 46: a session.json nested 100,000 deep raised RecursionError; bad generation settings
+    loaded and failed only at the next send. Both are LlamaStateException at load, nothing loaded."""
+    session = ChatSession(engine, params=PARAMS)
+    session.send("Hi.")
+    saved = session.save(tmp_path / "chat")
+    data = json.loads((saved / "session.json").read_text())
+
+    deep = json.dumps({**data, "history": "@"}).replace('"@"', "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LlamaStateException, match="not a saved session"):
+        ChatSession.load(second_engine, _copy(saved, tmp_path / "deep", deep))
+
+    for i, bad in enumerate([{"temperature": "hot", "greedy": False}, {"top_k": "many", "greedy": False},
+                             {"max_tokens": "lots"}, {"logit_bias": [[10**9, 1.0]]},
+                             {"samplers": ["bogus"], "greedy": False}]):
+        record = json.dumps({**data, "params": {**data["params"], **bad}})
+        second_engine.complete("Hello", GenerationParams(greedy=True, max_tokens=2))
+        before = second_engine.context_tokens
+        with pytest.raises(LlamaStateException, match="damaged"):
+            ChatSession.load(second_engine, _copy(saved, tmp_path / f"bad{i}", record))
+        assert second_engine.context_tokens == before, bad   # refused before the KV cache was touched

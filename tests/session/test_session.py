@@ -10,7 +10,7 @@ import pytest
 from session_templates import template
 
 from llamact import ChatSession, GenerationParams, LlamaEngine, TemplateTimeChatSession
-from llamact.errors import LlamaStateException
+from llamact.errors import LlamaRequestException
 from llamact.parity.components import ORACLE_NOW
 from llamact.parity.oracle import OracleClient, OracleError
 
@@ -31,7 +31,7 @@ def test_send_records_the_turns_and_continue_extends_the_last(engine: LlamaEngin
     more = session.send(None, continue_previous_turn=True, params=GenerationParams(greedy=True, max_tokens=4))
     assert len(session.history) == 2
     assert session.history[-1]["content"] == more.content and more.content.startswith(reply.content)
-    with pytest.raises(LlamaStateException):
+    with pytest.raises(LlamaRequestException, match="pass no content"):
         session.send("x", continue_previous_turn=True)
     session.reset()
     assert session.history == [] and session.system_prompt == "Be brief."

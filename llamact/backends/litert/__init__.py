@@ -20,7 +20,7 @@ loaded (``runtime.load_runtime``).
 
 from .bundle import BundleInfo, Channel, read_bundle, vocab_size
 from .content_shape import PROBE, ContentShape, adapted, classify
-from .registry import FAMILIES, Family, family_for
+from .registry import FAMILIES, LITERT_LM_QWEN3_CHAT_TEMPLATE, Family, family_for
 from .requests import ConversationCall, conversation_call, refuse_unsupported
 from .runtime import RuntimeEngine, load_runtime, quiet_runtime, runtime_version
 from .sampling import RuntimeSampling, runtime_sampling
@@ -28,7 +28,8 @@ from .stream import RuntimeStream, conversation_text, session_text
 from .template_choice import PASS_THROUGH, TemplateChoice, choose_template
 
 __all__ = [
-    "FAMILIES", "PASS_THROUGH", "PROBE", "BundleInfo", "Channel", "ContentShape", "ConversationCall", "Family",
+    "FAMILIES", "LITERT_LM_QWEN3_CHAT_TEMPLATE", "PASS_THROUGH", "PROBE", "BundleInfo", "Channel", "ContentShape",
+    "ConversationCall", "Family",
     "RuntimeEngine", "RuntimeSampling", "RuntimeStream", "TemplateChoice", "adapted", "choose_template", "classify",
     "conversation_call", "conversation_text", "family_for", "load_runtime", "quiet_runtime", "read_bundle",
     "refuse_unsupported", "runtime_sampling", "runtime_version", "session_text", "vocab_size",

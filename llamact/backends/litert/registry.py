@@ -2,6 +2,7 @@
 
     family = family_for(path, model_type)   -> Family | None
     family.template()                       the family's Jinja source (shipped in templates/)
+    LITERT_LM_QWEN3_CHAT_TEMPLATE           the canonical Qwen 3 template (exported by ``llamact``)
 
 LiteRT-LM's C API gives no way to read a bundle's embedded template, and bundles made for older
 runtimes embed none, or only a single-turn form. The specification's answer is a registry keyed
@@ -10,7 +11,10 @@ from the file as well (``bundle.py``), so the registry is what a bundle without 
 and, for Qwen 3, the template that replaces the bundle's: legacy Qwen 3 bundles render a generic
 ChatML that ignores ``enable_thinking``, so the canonical one is given to the runtime too
 (``replaces_bundle_template``). A bundle's declared model type (LlmMetadata field 6) identifies
-its family as surely as its name does.
+its family as surely as its name does; for a renamed Qwen 3 bundle without one, the specification's
+answer is ``ModelParams(chat_template=LITERT_LM_QWEN3_CHAT_TEMPLATE)``: the canonical template, read
+from the installed package when llamact is imported (so it follows llamact's upgrades; no Jinja to
+copy), which both sides then render as they render a Qwen 3 bundle's.
 
 The entries are ordered most specific first (``gemma-4`` and ``gemma-3n`` before ``gemma-3``,
 ``qwen3.5`` before ``qwen3`` before ``qwen2``). The templates are the models' own, as llama.cpp's
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["FAMILIES", "Family", "family_for"]
+__all__ = ["FAMILIES", "LITERT_LM_QWEN3_CHAT_TEMPLATE", "Family", "family_for"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,9 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
+QWEN3: Family = next(f for f in FAMILIES if f.name == "qwen3")
+
+
 def _normalized(text: str) -> str:
     return re.sub(r"[\s_]+", "-", text.lower())
 
@@ -75,3 +82,9 @@ def family_for(path: str | Path, model_type: str | None = None) -> Family | None
 @functools.cache
 def _template_source(file: str) -> str:
     return (resources.files(__package__) / "templates" / file).read_text(encoding="utf-8")
+
+
+#: The canonical Qwen 3 chat template LiteRT-LM bundles of the Qwen 3 family get (the specification's
+#: ``liteRtLmQwen3ChatTemplate``): set it as ``ModelParams.chat_template`` for a renamed Qwen 3 bundle
+#: that declares no model type.
+LITERT_LM_QWEN3_CHAT_TEMPLATE: str = QWEN3.template()

@@ -31,10 +31,10 @@ from typing import Any
 from ...chat.request import ChatRequest
 from ...errors import LlamaUnsupportedException
 from ...grammar.enforcement import refuse_unenforced
+from ...json_types import Json
 
 __all__ = ["ConversationCall", "conversation_call", "refuse_unsupported"]
 
-Json = Any
 _GGUF = "or use a GGUF model, where llama.cpp's grammar sampler runs"
 
 

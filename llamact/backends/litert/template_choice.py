@@ -15,7 +15,12 @@ side while the runtime keeps the bundle's own affixes.
 
 The runtime renders ``bos_token`` and ``eos_token`` as empty strings and adds the start token
 itself, so llamact renders these templates with both empty too: ``chat_template()``'s prompt is
-what the runtime renders.
+what the runtime renders. Two rules of the runtime's template engine (MiniJinja) differ from
+llama.cpp's Jinja, which llamact's follows: it keeps line breaks written as CR or CRLF (llama.cpp's
+lexer makes them LF, as jinja2 does for Hugging Face), and it keeps a template's final line break
+(llama.cpp's drops one). So the runtime is given the template with its line breaks as LF
+(``runtime_source``: what every other engine renders, and what the model was trained on), and
+llamact compiles ``render_source``, whose final line break is doubled so that one remains.
 """
 
 from __future__ import annotations
@@ -36,10 +41,25 @@ _SINGLE_TURN = "is_appending_to_prefill"
 
 @dataclass(frozen=True)
 class TemplateChoice:
-    source: str
-    runtime_source: str | None
+    source: str                   # as given: the override, the bundle's or the registry's
+    runtime_source: str | None    # what the runtime's conversation renders (None: the bundle's affixes)
     origin: str
     family: Family | None
+
+    @property
+    def render_source(self) -> str:
+        """What llamact compiles to render what the runtime renders (see the module docstring)."""
+        if self.runtime_source is None:
+            return self.source
+        return self.runtime_source + "\n" if self.runtime_source.endswith("\n") else self.runtime_source
+
+
+def _line_breaks_as_lf(source: str) -> str:
+    return source.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _rendered_by_both(source: str, origin: str, family: Family | None) -> TemplateChoice:
+    return TemplateChoice(source, _line_breaks_as_lf(source), origin, family)
 
 
 def choose_template(bundle: BundleInfo, override: str | None) -> TemplateChoice:
@@ -47,15 +67,15 @@ def choose_template(bundle: BundleInfo, override: str | None) -> TemplateChoice:
     family = family_for(bundle.path, bundle.model_type)
     if override is not None:
         if override == "":
-            return TemplateChoice(PASS_THROUGH, PASS_THROUGH, f"{ORIGIN_OVERRIDE} (empty: no template)", family)
+            return _rendered_by_both(PASS_THROUGH, f"{ORIGIN_OVERRIDE} (empty: no template)", family)
         source = CHATML_TEMPLATE if override == "chatml" else override   # as load_chat_templates reads it
-        return TemplateChoice(source, source, ORIGIN_OVERRIDE, family)
+        return _rendered_by_both(source, ORIGIN_OVERRIDE, family)
     registry = f"LiteRT-LM template registry ({family.name})" if family is not None else ""
     if family is not None and family.replaces_bundle_template:
-        return TemplateChoice(family.template(), family.template(), registry, family)
+        return _rendered_by_both(family.template(), registry, family)
     embedded = bundle.template
     if embedded and _SINGLE_TURN not in embedded:
-        return TemplateChoice(embedded, embedded, ORIGIN_BUNDLE, family)
+        return _rendered_by_both(embedded, ORIGIN_BUNDLE, family)
     if family is not None:
         return TemplateChoice(family.template(), None, registry, family)
     return TemplateChoice(CHATML_TEMPLATE, None, "llama.cpp's ChatML (the bundle embeds no usable template)", family)

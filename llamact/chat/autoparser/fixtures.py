@@ -9,15 +9,13 @@ caller may change what it gets.
 
 from __future__ import annotations
 
-from typing import Any
+from ...json_types import Json
 
 __all__ = [
     "ARG_FIRST", "ARG_SECOND", "ASSISTANT_MSG", "CALL_ID_001", "CALL_ID_002", "CALL_ID_999", "FUN_FIRST",
     "FUN_SECOND", "THINKING_CONTENT", "USER_MSG", "USER_MSG_TWO", "assistant", "first_tool_call", "second_tool_call",
     "tool_call", "tools", "user",
 ]
-
-Json = Any
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
 FUN_SECOND = "SSS_SECOND_FUN_S"

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ...json_types import Json
+
 __all__ = [
     "AutoparserAnalysis", "CallIdPosition", "ContentAnalysis", "ContentMode", "ReasoningAnalysis", "ReasoningMode",
     "ToolArgumentsAnalysis", "ToolFormat", "ToolFormatAnalysis", "ToolFunctionAnalysis", "ToolIdAnalysis",
     "ToolsAnalysis",
 ]
-
-Json = Any
 
 
 class ReasoningMode:

@@ -28,8 +28,6 @@ from .model import CallIdPosition, ToolFormat, ToolsAnalysis
 
 __all__ = ["build_tools_parser"]
 
-Json = Any
-
 # what separates parallel calls when the format has no per-call markers
 _CALL_SEPARATOR = ", "
 
@@ -212,16 +210,7 @@ def _tag_with_tagged(ctx: BuildContext) -> P:
             (required if param.required else optional).append(named_arg)
 
         # required arguments in definition order, then optional ones in any order
-        args_seq = p.eps()
-        for i, required_arg in enumerate(required):
-            if i > 0:
-                args_seq = args_seq + p.space()
-            args_seq = args_seq + required_arg
-        if optional:
-            any_optional = p.choice()
-            for optional_arg in optional:
-                any_optional |= optional_arg
-            args_seq = args_seq + p.repeat(p.space() + any_optional, 0, -1)
+        args_seq = p.required_then_optional(required, optional)
         if arguments.start:
             args_seq = p.literal(arguments.start) + args_seq
         if arguments.end:

@@ -18,6 +18,7 @@ import functools
 import json
 from typing import Any
 
+from ...json_types import Json
 from ..json_text import JsonParseError, parse_json
 from ..tagged_parser import TaggedPegParser, build_tagged_peg_parser
 from .fixtures import ARG_FIRST, FUN_FIRST, assistant, first_tool_call, second_tool_call, tools, user
@@ -28,7 +29,6 @@ from .variants import TemplateParams
 
 __all__ = ["analyze_tool_format"]
 
-Json = Any
 _NPOS = 2**64 - 1  # std::string::npos: an unfound field sorts last
 
 

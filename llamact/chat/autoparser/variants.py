@@ -21,13 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import LlamaException
+from ...json_types import Json
 from ..render import TemplateInputs, direct_apply
 from ..templates import ChatTemplate
 from .diff_split import DiffSplit, calculate_diff_split
 
 __all__ = ["RENDER_FAILED", "Comparison", "TemplateParams", "TemplateProbe"]
-
-Json = Any
 
 #: upstream's ERR_TMPL: what a failed render reads as
 RENDER_FAILED = "#**ERROR**#"

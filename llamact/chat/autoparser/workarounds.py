@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ...json_types import Json
 from .helpers import trim_whitespace
 from .model import AutoparserAnalysis
 
 __all__ = ["WORKAROUNDS", "Workaround", "apply_workarounds"]
-
-Json = Any
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Each lives in its own module and is switched off as a whole by ``upstream_compat
   function / parameter, duplicates, missing required, wrong type -> content, no call);
 * 3 -- :mod:`.double_braces`: Hermes / Qwen 2.5 ``{{...}}`` tool calls extracted;
 * 4 -- :mod:`.reasoning`: reasoning trimmed per thought, escaped ``\\n`` / ``\\r`` decoded (not for
-  the Qwen3-Coder XML family);
+  the Qwen3-Coder XML family), a start tag repeated at the start of a forced-open thought dropped;
 * 5 -- :mod:`.holdback` + :mod:`.stream`: streamed content and thinking equal the final message
   (whitespace and possible markers held back; tool calls sent whole after validation, withheld
   when generation was cut short).

@@ -10,24 +10,28 @@ as upstream parses a well-formed one:
   ``"name"`` that starts at the last of those braces, then only ``}`` and whitespace: the envelope
   becomes the parser's own form (``<tool_call>\n{...}\n</tool_call>``) and leaves no content (as
   the single-brace form);
-* otherwise (other text after the object) the envelope is taken out of the text before the parse
-  and its text stays in content, after the parsed content.
+* otherwise (other text after the object) the envelope's text stays in content, in its place: the
+  parse sees a placeholder there (a private-use character the output does not hold), which
+  :meth:`Repair.content` puts the envelope back for. Upstream's parse has no content after a call,
+  so an envelope that comes after one is taken out of the text instead, and its text follows the
+  parsed content (content still keeps its order: calls are not content).
 
 An envelope with single braces and no extra closing brace is left alone: upstream's parse decides.
 
-Enters: the output text, where its tool-call region starts, the layout. Leaves: the text to
-parse and the text that stays content. Raises nothing.
+Enters: the output text, where its tool-call region starts, the layout. Leaves: a :class:`Repair`,
+the text to parse and how the parsed content gets the envelopes that stay content. Raises nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from .layouts import ToolCallLayout, envelopes
 from .reasoning import WHITESPACE
 
-__all__ = ["repair_double_braces"]
+__all__ = ["Repair", "repair_double_braces"]
 
 _LEADING_BRACES = re.compile(r"[ \t\n\v\f\r]*((?:\{[ \t\n\v\f\r]*)*\{)")
 _DECODER = json.JSONDecoder()
@@ -48,30 +52,70 @@ def _inner_object(body: str) -> tuple[int, int, int] | None:
     return m.group(1).count("{"), start, end
 
 
-def repair_double_braces(text: str, start: int, layout: ToolCallLayout) -> tuple[str, str]:
-    """(text to parse, text that stays content) for ``text`` whose tool-call region starts at ``start``."""
+@dataclass(frozen=True)
+class Repair:
+    """The text to parse (``text``), and the envelopes that stay content: ``in_place`` where the text
+    holds ``placeholder`` (one each, in order), ``after`` to follow the parsed content."""
+
+    text: str
+    placeholder: str = ""
+    in_place: tuple[str, ...] = ()
+    after: str = ""
+
+    def content(self, parsed: str) -> str:
+        """The final content from the parse's: each placeholder replaced by its envelope, then the
+        envelopes taken out. A parse that did not keep every placeholder once gets them all after."""
+        if self.in_place:
+            pieces = parsed.split(self.placeholder)
+            if len(pieces) == len(self.in_place) + 1:
+                out = [pieces[0]]
+                for envelope, piece in zip(self.in_place, pieces[1:], strict=True):
+                    out += [envelope, piece]
+                return "".join(out) + self.after
+            return "".join(pieces) + "".join(self.in_place) + self.after
+        return parsed + self.after
+
+
+def _placeholder(text: str) -> str:
+    """A private-use character ``text`` does not hold (a model's output practically never does)."""
+    return next((c for c in map(chr, range(0xE000, 0xF900)) if c not in text), "\U000F0000")
+
+
+def repair_double_braces(text: str, start: int, layout: ToolCallLayout) -> Repair:
+    """The repair of ``text`` whose tool-call region starts at ``start`` (see the module docstring)."""
     out: list[str] = []
-    stranded: list[str] = []
+    in_place: list[str] = []
+    after: list[str] = []
+    placeholder = ""
     pos = 0
+    calls = False   # an envelope left to the parse, or rewritten, came before: no content after it
     for env in envelopes(text, start, layout):
         if not env.closed:
             break
         inner = _inner_object(env.body)
         if inner is None:
+            calls = True
             continue
         braces, obj_start, obj_end = inner
         rest = env.body[obj_end:]
         if braces == 1 and "}" not in rest:
+            calls = True
             continue  # single braces: upstream's parse decides
+        out.append(text[pos:env.start])
         if rest.strip(WHITESPACE + "}"):
-            out.append(text[pos:env.start])  # something else follows the call: the envelope is content
-            stranded.append(text[env.start:env.end])
+            # something else follows the call: the envelope is content, in its place while no call came
+            if calls:
+                after.append(text[env.start:env.end])
+            else:
+                placeholder = placeholder or _placeholder(text)
+                out.append(placeholder)
+                in_place.append(text[env.start:env.end])
         else:
             # the envelope in the form the parser expects, whatever whitespace the model put
-            out.append(text[pos:env.start])
             out.append(layout.open_literal + env.body[obj_start:obj_end] + "\n" + layout.close)
+            calls = True
         pos = env.end
     if not out:
-        return text, ""
+        return Repair(text)
     out.append(text[pos:])
-    return "".join(out), "".join(stranded)
+    return Repair("".join(out), placeholder, tuple(in_place), "".join(after))

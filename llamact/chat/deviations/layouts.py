@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...peg.arena import Ac, Literal, Until
+from ...peg.nodes import Ac, Literal, Until
 from ..result import ChatTemplateResult
 from .reasoning import WHITESPACE
 

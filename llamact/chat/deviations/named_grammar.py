@@ -20,7 +20,9 @@ where a literal introduces content before the call go first (Functionary v3.2's 
 then a call: what would stay of them, ``all\\n``, makes its own parser read the call as content).
 Node ids are kept (replaced nodes keep their id), so rules and references stay valid. Calls are
 made one: a repetition of calls (parallel calls, "one or more") admits exactly one, the optional
-calls after a first one go. GBNF generation is upstream's (``peg.gbnf``) on the rewritten arena.
+calls after a first one go. The whitespace the root ends with goes too: the grammar ends where the
+call ends, so generation does (llama.cpp allows only an end token once a grammar is complete).
+GBNF generation is upstream's (``peg.gbnf``) on the rewritten arena.
 Reading the output stays the family's own parser's job (built for all the tools, see named_tool.py).
 """
 
@@ -29,12 +31,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ...peg.arena import (
+from ...peg.arena import Arena
+from ...peg.gbnf import arena_to_gbnf
+from ...peg.nodes import (
     Ac,
     And,
-    Arena,
     Atomic,
     Choice,
+    End,
     Epsilon,
     Gbnf,
     Literal,
@@ -48,7 +52,6 @@ from ...peg.arena import (
     Space,
     Tag,
 )
-from ...peg.gbnf import arena_to_gbnf
 from ..peg_builder import CONTENT, TOOL, TOOL_NAME
 
 __all__ = ["call_only_arena", "call_only_grammar"]
@@ -147,6 +150,43 @@ def _one_call(parsers: list[Parser], tool: set[int]) -> None:
             parsers[i] = replace(node, min_count=1, max_count=1) if node.min_count > 0 else Epsilon()
 
 
+def _end_with_the_call(arena: Arena, parsers: list[Parser]) -> None:
+    """Whitespace the root ends with (after the call) goes: the grammar then admits nothing after the
+    call, so llama.cpp's sampler allows only an end-of-generation token there and the reply ends
+    with the call (a model that prefers whitespace to its end token would otherwise write up to
+    ``"\\n\\n"`` and 20 blanks first, and run out of ``max_tokens`` on a call already complete)."""
+    seen: set[int] = set()
+    pending = [arena.root]
+    while pending:
+        i = pending.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        node = parsers[i]
+        if isinstance(node, Sequence):
+            children = list(node.children)
+            at = len(children) - 1
+            while at >= 0:
+                last = parsers[children[at]]
+                if isinstance(last, Space):
+                    del children[at]
+                elif not (isinstance(last, (End, Epsilon)) or (isinstance(last, Literal) and not last.literal)):
+                    pending.append(children[at])   # (the end of input, or an empty literal, matches no text)
+                    break
+                at -= 1
+            if len(children) < len(node.children):
+                parsers[i] = replace(node, children=tuple(children)) if children else Epsilon()
+        elif isinstance(node, Choice):
+            pending.extend(node.children)
+        elif isinstance(node, Repetition):
+            if node.max_count == 1:
+                pending.append(node.child)
+        elif isinstance(node, (Tag, Atomic, Rule)):
+            pending.append(node.child)
+        elif isinstance(node, Ref) and node.name in arena.rules:
+            pending.append(arena.rules[node.name])
+
+
 def call_only_arena(arena: Arena) -> Arena | None:
     """``arena`` with its content taken out (see the module docstring); None when no path of it
     produces a tool call."""
@@ -168,6 +208,7 @@ def call_only_arena(arena: Arena) -> Arena | None:
             continue
         if not _drop_optional_parts(parsers, content_only, removed):
             break
+    _end_with_the_call(arena, parsers)
     return Arena(tuple(parsers), dict(arena.rules), arena.root)
 
 

@@ -54,6 +54,7 @@ from ..oai import ChatRequestError, ChatTool
 from ..render import CONTINUATION_NONE, TOOL_CHOICE_REQUIRED
 from ..result import ChatTemplateResult
 from ..templates import ChatTemplates
+from ..tool_format import LIBRARY_REMEDY, cannot_call
 from .named_grammar import call_only_grammar
 
 __all__ = ["apply_named_tool", "require_tool"]
@@ -96,9 +97,7 @@ def apply_named_tool(templates: ChatTemplates, inputs: ChatTemplateInputs) -> Ch
     origin = templates.for_request(True).origin
     if grammar is None:
         raise LlamaUnsupportedException(
-            f"The chat template from {origin} has no tool-call format llamact can read (its family is "
-            f"{forced.family!r}), so tool_choice cannot force a call of {name!r}. Use another template "
-            "(custom_template) or a tool_choice of \"auto\" / \"required\".",
+            cannot_call(f"the chat template from {origin}", f"names the function {name!r}", LIBRARY_REMEDY),
             {"origin": origin, "family": forced.family, "tool_choice": name})
     if forced.generation_prompt != result.generation_prompt:
         # the grammar begins with its own generation prompt, the sampler is prefilled with the request's

@@ -5,7 +5,9 @@ Upstream concatenates the text of every reasoning node as parsed, so the whitesp
 trimmed of C-locale whitespace on both ends, and, except for the Qwen3-Coder XML family, an escaped
 ``\\n`` or ``\\r`` (backslash + letter) becomes a newline / carriage return first. Non-empty thoughts
 are joined by :data:`THOUGHT_SEPARATOR` (upstream glues them: "First. Second." reads "First.Second."
-once trimmed).
+once trimmed). A start tag the model repeats at the start of a thought the generation prompt opened
+(``<think>\n<think>\nPlan.``: R1-Distill, Qwen 3.5, MiniMax-M2, ...) is dropped, as the
+specification's parse drops it; upstream keeps it in the reasoning (:func:`drop_repeated_start`).
 
 Enters: the AST nodes of a parse (``ParseResult.nodes``) and the upstream message built from them.
 Leaves: the thoughts (raw texts), and the reasoning text as the final message carries it; for a
@@ -21,8 +23,8 @@ from collections.abc import Iterable
 from ...peg.ast import AstNode
 from ..peg_mappers import visit_top_tags
 
-__all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "content_and_thoughts", "join_thoughts",
-           "stable_open_thought", "thoughts", "unescape"]
+__all__ = ["THOUGHT_SEPARATOR", "WHITESPACE", "clean_thought", "content_and_thoughts", "drop_repeated_start",
+           "forced_start_tag", "join_thoughts", "stable_open_thought", "thoughts", "unescape"]
 
 #: what separates two thoughts once each is trimmed
 THOUGHT_SEPARATOR = "\n\n"
@@ -53,6 +55,22 @@ def content_and_thoughts(nodes: Iterable[AstNode]) -> tuple[str, list[str]]:
     out: list[str] = []
     visit_top_tags(nodes, content, out, lambda _tool: None)
     return "".join(content), out
+
+
+def forced_start_tag(start_tag: str, generation_prompt: str) -> str:
+    """The thinking start tag when the generation prompt ends with it (the output starts inside a
+    thought the prompt opened), else ""."""
+    tag = start_tag.strip(WHITESPACE)
+    return tag if tag and generation_prompt.rstrip(WHITESPACE).endswith(tag) else ""
+
+
+def drop_repeated_start(text: str, tag: str) -> str:
+    """A forced-open thought's text without the start tag ``tag`` the model wrote again at its start
+    (after whitespace, if any); ``text`` itself when it does not start so (or ``tag`` is "")."""
+    if not tag:
+        return text
+    stripped = text.lstrip(WHITESPACE)
+    return stripped[len(tag):] if stripped.startswith(tag) else text
 
 
 def clean_thought(text: str, decode: bool) -> str:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from ...grammar.schema import ObjectSchema, Property, schema_from_json
+from ...json_types import Json
 from ...peg.arena import Arena
 from ...peg.gbnf import arena_to_gbnf
 from ..messages import ChatMessage
 from ..peg_builder import chat_tool_parameters
 
 __all__ = ["build_grammar", "foreach_function", "foreach_parameter", "render_content"]
-
-Json = Any
 
 
 def foreach_function(tools: Json) -> Iterator[Json]:

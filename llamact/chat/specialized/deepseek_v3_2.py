@@ -20,17 +20,15 @@ and its generation prompt without thinking ends in a bare ``</think>`` (V3.2: an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ...grammar.schema import Property
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser
 from ..render import TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TemplateInputs, direct_apply, generation_prompt
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, foreach_parameter, render_content
-
-Json = Any
 
 DSML = "｜DSML｜"
 THINK_START = "<think>"
@@ -228,16 +226,7 @@ def _tool(p: ChatPegBuilder, function: Json) -> P:
     optional: list[P] = []
     for param in foreach_parameter(function):
         (required if param.required else optional).append(_tool_arg(p, name, param))
-    args_seq = p.eps()
-    for i, parser in enumerate(required):
-        if i > 0:
-            args_seq = args_seq + p.space()
-        args_seq = args_seq + parser
-    if optional:
-        any_opt = p.choice()
-        for opt in optional:
-            any_opt |= opt
-        args_seq = args_seq + p.repeat(p.space() + any_opt, 0, -1)
+    args_seq = p.required_then_optional(required, optional)
     return p.tool(p.seq_rtl(
         lambda: p.tool_open(p.seq_rtl(_lit(p, INVOKE_START + ' name="'), lambda: p.tool_name(p.literal(name)),
                                       _lit(p, '">\n'))),

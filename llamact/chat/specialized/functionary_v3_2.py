@@ -7,8 +7,7 @@ the model's output starts with the recipient. Content before a call runs up to t
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -22,8 +21,6 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 _GEN_PREFIX = "<|start_header_id|>assistant<|end_header_id|>\n\n>>>"
 

@@ -15,8 +15,7 @@ with ``tool_responses`` before anything is rendered.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..json_text import JsonParseError, parse_json
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser
@@ -24,8 +23,6 @@ from ..render import TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TemplateInputs, dir
 from ..result import FORMAT_PEG_GEMMA4, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 OPENAI_TEMPLATE_MARKER = "{#- OpenAI Chat Completions:"
 MODEL_TURN = "<|turn>model\n"

@@ -16,8 +16,7 @@ there (and the content of a tool-calling turn with reasoning dropped, as the tem
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -31,8 +30,6 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 _RETURN_TOKEN = "<|return|>"
 _END_TOKEN = "<|end|>"

@@ -12,8 +12,7 @@ unclosed thought, a missing section marker or call end), so the parser tolerates
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -28,8 +27,6 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"

@@ -16,8 +16,7 @@ opens the think section, so every section opener is optional; all calls go in on
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -31,8 +30,6 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 SEP = "<|sep|>"
 MSG_START = '<|open|>message role="assistant"<|sep|>'

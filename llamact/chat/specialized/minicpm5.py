@@ -11,17 +11,14 @@ A value the schema allows to be a string is raw text (or ``<![CDATA[...]]>`` whe
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...grammar.schema import Property
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser
 from ..render import TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TemplateInputs, direct_apply, generation_prompt
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, foreach_parameter, render_content
-
-Json = Any
 
 GEN_PREFIX = "<|im_start|>assistant\n"
 PARAM_CLOSE = "</param>"

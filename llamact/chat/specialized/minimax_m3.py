@@ -87,17 +87,7 @@ class _ArgumentsBuilder:
         for prop in schema.properties:
             element = self.element(prop.name, prop.schema, f"{rule_prefix}-{prop.name}")
             (required if prop.required else optional).append(element)
-        members = p.eps()
-        for i, element in enumerate(required):
-            if i > 0:
-                members = members + p.space()
-            members = members + element
-        if optional:
-            any_optional = p.choice()
-            for element in optional:
-                any_optional |= element
-            members = members + p.repeat(p.space() + any_optional, 0, -1)
-        return members
+        return p.required_then_optional(required, optional)
 
 
 def build(tmpl: ChatTemplate, inputs: TemplateInputs) -> ChatParams:

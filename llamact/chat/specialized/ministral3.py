@@ -9,8 +9,7 @@ those messages are rebuilt that way before rendering.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...json_types import Json
 from ...peg.builder import P
 from ..peg_builder import ChatPegBuilder, build_chat_peg_parser, chat_tool_parameters
 from ..render import (
@@ -25,8 +24,6 @@ from ..render import (
 from ..result import FORMAT_PEG_NATIVE, ChatParams, GrammarTrigger
 from ..templates import ChatTemplate
 from ._common import build_grammar, foreach_function, render_content
-
-Json = Any
 
 
 def _as_blocks(messages: Json) -> Json:

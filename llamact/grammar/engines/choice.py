@@ -21,7 +21,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from ...errors import LlamaInferenceException
+from ...errors import LlamaArgumentException
 
 __all__ = ["ENGINE_NAMES", "GRAMMAR_CLASSES", "PROVEN_CLASSES", "EngineChoice", "check_engine_name",
            "grammar_class", "log_choice"]
@@ -45,7 +45,7 @@ log = logging.getLogger("llamact.grammar")
 
 def check_engine_name(name: object) -> str:
     if name not in ENGINE_NAMES:
-        raise LlamaInferenceException(f"grammar_engine must be one of {', '.join(ENGINE_NAMES)}, got {name!r}",
+        raise LlamaArgumentException(f"grammar_engine must be one of {', '.join(ENGINE_NAMES)}, got {name!r}",
                                       {"grammar_engine": repr(name)})
     return str(name)
 

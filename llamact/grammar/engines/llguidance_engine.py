@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import LlamaInferenceException, LlamaRequestException
+from ...errors import ErrorKind, LlamaInferenceException, LlamaRequestException
 from ..gbnf import GbnfError
 from ..limits import GrammarLimits, check_grammar_limits, default_limits
 from .lazy import LazyMatcher, compile_trigger_patterns
@@ -78,6 +78,8 @@ class GrammarUnfitError(LlamaInferenceException, LlamaRequestException):
     """A grammar this engine cannot run as llama.cpp would (its converter or compiler refuses it):
     the request's grammar, so a server answers 400 (under ``auto`` the grammar goes to llama.cpp's
     engine instead)."""
+
+    kind = ErrorKind.REQUEST
 
 
 MAX_NESTING = 1500          # rules and groups nested along any path (lexeme_plan.nesting_depth): llguidance's

@@ -10,8 +10,8 @@ different, crash, known), and for every new finding a shrunk case appended to
 ``tests/parity/fuzz_corpus/<target>.jsonl`` (``saved.py``), which ``tests/parity/test_fuzz.py``
 replays on every run. Nothing is raised for a finding: findings are the output.
 
-The pieces: ``target.py`` (the Target interface and the registry; a new target, e.g. the chat apply
-pipeline, registers itself there), the generators (``gen_*.py``), the targets (``targets_*.py``),
+The pieces: ``target.py`` (the Target interface), ``registry.py`` (the built-in targets by name: a new
+target is one more entry there), the generators (``gen_*.py``), the targets (``targets_*.py``),
 ``shrink.py`` (delta debugging over the input's JSON structure), ``runner.py`` (the loop: seeded,
 batched oracle requests, time-boxed, resumable) and ``cli.py``.
 

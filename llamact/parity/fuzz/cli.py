@@ -16,9 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..oracle import OracleClient
+from .registry import all_targets
 from .runner import FuzzRunner, Tally
 from .saved import default_corpus_dir
-from .target import FuzzContext, all_targets
+from .target import FuzzContext
 
 
 def _vocab_model(explicit: str | None) -> Path | None:
@@ -64,7 +65,7 @@ def main(argv: list[str]) -> int:
     if args.seconds is None and args.cases is None:
         parser.error("give --seconds and/or --cases")
 
-    from ..__main__ import find_llama_cpp
+    from ..locate import find_llama_cpp
 
     factories = all_targets()
     names = [t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else list(factories)

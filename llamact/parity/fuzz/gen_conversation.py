@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any
 
-Json = Any
+from ...json_types import Json
 
 __all__ = ["conversation", "random_text", "random_json_value", "tools"]
 

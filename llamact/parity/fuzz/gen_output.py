@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from typing import Any
 
+from ...json_types import Json
 from .gen_conversation import random_json_value, random_text
-
-Json = Any
 
 __all__ = ["arena_markers", "assistant_message", "invalid_utf8", "marker_soup", "mutate_text", "token_soup"]
 

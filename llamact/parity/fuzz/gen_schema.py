@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
+from ...json_types import Json
 from .gen_conversation import random_json_value
-
-Json = Any
 
 __all__ = ["KINDS", "pattern", "schema"]
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...json_types import Json
 from ..components import Component
 from ..corpus import Case
 from ..known_differences import known_difference
@@ -31,8 +32,6 @@ from ..scoreboard import Verdict, judge
 from .saved import append_finding
 from .shrink import shrink
 from .target import FuzzContext, Target, Unsent
-
-Json = Any
 
 __all__ = ["FuzzRunner", "Judged", "Tally", "evaluate"]
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-Json = Any
+from ...json_types import Json
 
 __all__ = ["append_finding", "default_corpus_dir", "load_findings"]
 

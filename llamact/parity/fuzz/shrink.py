@@ -13,9 +13,8 @@ kept and the search restarts from it, until no candidate fails or the budget is 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
-Json = Any
+from ...json_types import Json
 
 __all__ = ["candidates", "shrink"]
 

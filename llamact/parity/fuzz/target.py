@@ -5,24 +5,21 @@ an input into llamact's answer (in the oracle's shape, raising as llamact raises
 the rest: batching the requests, judging with the scoreboard's rules (``component`` names the
 scoreboard component whose error table and key order apply), shrinking and saving findings.
 
-Targets are registered by name (:func:`register`); ``targets_*.py`` register the built-in ones when
-imported (:func:`load_targets`). A later target, e.g. the chat apply pipeline, is one more class
-and one more ``register`` call.
+The built-in targets (``targets_*.py``) are listed by name in ``registry.py``; a new target is one
+more class there.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...json_types import Json
 from ..oracle import OracleClient, OracleError
 
-Json = Any
-
-__all__ = ["FuzzContext", "Target", "Unsent", "all_targets", "load_targets", "register"]
+__all__ = ["FuzzContext", "Target", "Unsent"]
 
 
 @dataclass
@@ -94,19 +91,3 @@ class Target:
         """How many units (renders, parses, ...) the case holds."""
         return 1
 
-
-_REGISTRY: dict[str, Callable[[FuzzContext], Target]] = {}
-
-
-def register(name: str, factory: Callable[[FuzzContext], Target]) -> None:
-    _REGISTRY[name] = factory
-
-
-def load_targets() -> None:
-    """Import the built-in targets (each module registers its own)."""
-    from . import targets_apply, targets_grammar, targets_parse, targets_templates  # noqa: F401
-
-
-def all_targets() -> dict[str, Callable[[FuzzContext], Target]]:
-    load_targets()
-    return dict(_REGISTRY)

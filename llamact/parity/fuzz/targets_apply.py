@@ -13,12 +13,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ...json_types import Json
 from ..components import ORACLE_NOW
 from ..corpus import BOS_TOKEN, EOS_TOKEN
 from .gen_conversation import conversation, random_json_value, tools
-from .target import Target, register
-
-Json = Any
+from .target import Target
 
 _SCHEMAS: list[Json] = [
     {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
@@ -70,5 +69,3 @@ class ChatApplyTarget(Target):
 
         return apply_request(self._request(inp), ORACLE_NOW)
 
-
-register(ChatApplyTarget.name, ChatApplyTarget)

@@ -21,12 +21,11 @@ import random
 import re
 from typing import Any
 
+from ...json_types import Json
 from ..oracle import OracleError
 from .gen_gbnf import grammar
 from .gen_schema import schema
-from .target import Target, Unsent, register
-
-Json = Any
+from .target import Target, Unsent
 
 _REVERSED_REPEAT = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
 
@@ -118,6 +117,3 @@ def _refusal(text: str) -> str | None:
         return exc.reason
     return None
 
-
-register(JsonSchemaTarget.name, JsonSchemaTarget)
-register(GbnfTarget.name, GbnfTarget)

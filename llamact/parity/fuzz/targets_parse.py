@@ -19,13 +19,12 @@ import itertools
 import random
 from typing import Any
 
+from ...json_types import Json
 from ..corpus import _apply_request, _strip_turn_tail, _turn_tail
 from ..oracle import OracleError
 from ..scenarios import USER
 from .gen_output import arena_markers, assistant_message, invalid_utf8, marker_soup, mutate_text, token_soup
-from .target import FuzzContext, Target, Unsent, register
-
-Json = Any
+from .target import FuzzContext, Target, Unsent
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the weather in a city",
@@ -245,6 +244,3 @@ class PegParseTarget(_ParserTarget):
     def units(self, inp: Json, expected: Json) -> int:
         return len(expected) if isinstance(expected, list) else 1
 
-
-register(ChatParseTarget.name, ChatParseTarget)
-register(PegParseTarget.name, PegParseTarget)

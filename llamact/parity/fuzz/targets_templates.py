@@ -15,12 +15,11 @@ import random
 import re
 from typing import Any
 
+from ...json_types import Json
 from ..components import ORACLE_NOW
 from ..corpus import BOS_TOKEN, EOS_TOKEN
 from .gen_conversation import conversation, random_json_value, tools
-from .target import FuzzContext, Target, register
-
-Json = Any
+from .target import FuzzContext, Target
 
 _SEGMENTS = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 _IF = re.compile(r"^(\{%-?\s*(?:el)?if\s+)(.*?)(\s*-?%\})$", re.DOTALL)
@@ -109,14 +108,6 @@ class CapsTarget(Target):
         from ...jinja.caps import template_caps
 
         return template_caps(inp.get("source", "")).to_map()
-
-
-def _register() -> None:
-    register(JinjaRenderTarget.name, JinjaRenderTarget)
-    register(CapsTarget.name, CapsTarget)
-
-
-_register()
 
 
 __all__ = ["CapsTarget", "JinjaRenderTarget", "mutate_template", "FuzzContext"]

@@ -235,3 +235,22 @@ def test_tool_calls_the_runtime_parsed_itself_are_not_passed_off_as_text() -> No
 
     with pytest.raises(LlamaInferenceException, match="parsed tool calls itself"):
         list(conversation_text([{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]))
+
+
+def test_the_canonical_qwen3_template_is_exported(tiny_bundle: Path, tmp_path: Path) -> None:
+    """The specification's ``liteRtLmQwen3ChatTemplate``: the canonical Qwen 3 template, exported by
+    the package and read from the installed one (no copied Jinja), which a renamed Qwen 3 bundle
+    gets as ModelParams.chat_template: both sides then render what a bundle named Qwen 3 renders."""
+    from dataclasses import replace
+
+    import llamact
+    from llamact.backends import litert
+
+    template = llamact.LITERT_LM_QWEN3_CHAT_TEMPLATE
+    assert "LITERT_LM_QWEN3_CHAT_TEMPLATE" in llamact.__all__ and litert.LITERT_LM_QWEN3_CHAT_TEMPLATE is template
+    own = (Path(litert.__file__).parent / "templates" / "qwen3.jinja").read_text(encoding="utf-8")
+    assert template == own
+    info = read_bundle(tiny_bundle)
+    named = choose_template(replace(info, path=tmp_path / "Qwen3-0.6B.litertlm"), None)
+    renamed = choose_template(replace(info, path=tmp_path / "my-model.litertlm"), template)
+    assert renamed.source == renamed.runtime_source == named.source == named.runtime_source

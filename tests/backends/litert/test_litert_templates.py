@@ -150,3 +150,53 @@ def test_enable_thinking_false_reaches_the_runtime_template(tiny_bundle: Path) -
         reply = stream.completion()
         assert stream.generation.path == "conversation"
         assert reply.message.reasoning_content == "" and reply.content   # no thought: the answer is content
+
+
+def test_chat_template_reads_the_deprecated_json_schema_shortcut(tiny_engine: LlamaEngine) -> None:
+    """As on llama.cpp (tests/engine/test_chat_template.py): ``json_schema=`` warns, reads as the
+    response format, and a ``response_format`` passed with it wins."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    wanted = tiny_engine.chat_template(CONVERSATIONS[0], response_format={
+        "type": "json_schema", "json_schema": {"schema": schema}})
+    with pytest.warns(DeprecationWarning, match="json_schema"):
+        assert tiny_engine.chat_template(CONVERSATIONS[0], json_schema=schema).grammar == wanted.grammar != ""
+    with pytest.warns(DeprecationWarning, match="json_schema"):
+        both = tiny_engine.chat_template(CONVERSATIONS[0], json_schema={"type": "array"},
+                                         response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+    assert both.grammar == wanted.grammar
+
+
+def test_a_renamed_qwen3_bundle_given_the_exported_template_honours_enable_thinking(tiny_bundle: Path) -> None:
+    """The specification: set ``ModelParams.chat_template`` to the exported canonical Qwen 3 template
+    for a renamed bundle; native text conversations then honour ``enable_thinking: false``."""
+    import llamact
+
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1,
+                          chat_template=llamact.LITERT_LM_QWEN3_CHAT_TEMPLATE) as engine:
+        messages = CONVERSATIONS[1]
+        off = engine.chat_template(messages, enable_thinking=False).prompt
+        assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        assert _runtime_render(engine, messages, enable_thinking=False) == off
+        on = engine.chat_template(messages).prompt
+        assert on.endswith("<|im_start|>assistant\n") and _runtime_render(engine, messages) == on
+
+
+@pytest.mark.parametrize(("ending", "rendered"), [
+    ("X\n", "X\n"), ("X\n\n", "X\n\n"), ("{{ 'E' }}\n", "E\n"), ("X\n  ", "X\n  "), ("X", "X"),
+    ("{% if true %}Y{% endif %}\n", "Y"), ("Q{% set x = 1 %}\n", "Q"),
+    ("X\r\n", "X\n"), ("X\r", "X\n"), ("X\r\nY\r\n", "X\nY\n"),
+], ids=["newline", "two", "after_an_expression", "then_spaces", "none", "after_a_block", "after_a_set",
+        "crlf", "cr", "crlf_inside"])
+def test_chat_template_shows_what_the_runtime_renders_at_a_templates_end(tiny_bundle: Path, ending: str,
+                                                                          rendered: str) -> None:
+    """README: ``chat_template()`` shows what the runtime renders, for a template that ends with a line
+    break too (the runtime's engine keeps it; llama.cpp's Jinja drops one). CR and CRLF line breaks
+    reach both sides as LF, as llama.cpp renders them."""
+    template = READS_PARTS + ending
+    with LlamaEngine.load(tiny_bundle, n_ctx=512, n_threads=1, chat_template=template) as engine:
+        for messages in CONVERSATIONS[:2]:
+            prompt = engine.chat_template(messages).prompt
+            assert prompt.endswith("<|im_start|>assistant" + rendered)   # READS_PARTS ends "-%}"
+            assert _runtime_render(engine, messages) == prompt
+        # the model's metadata keeps the bundle's own template; the override is as given
+        assert engine.get_metadata().get("tokenizer.chat_template") != template

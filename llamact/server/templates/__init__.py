@@ -1,0 +1,2 @@
+"""The templates family: ``/apply-template``, ``/template-details``, ``/tokenize``, ``/detokenize``
+(``routes``), their bodies and answers (``wire``)."""
