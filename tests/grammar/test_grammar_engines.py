@@ -162,3 +162,18 @@ def test_the_choice_is_logged_once_per_grammar(caplog: pytest.LogCaptureFixture)
         for _ in range(3):
             log_choice('root ::= "once"', EngineChoice("llama", "a reason"))
     assert [r.getMessage() for r in caplog.records].count("grammar engine llama (15 bytes of GBNF): a reason") == 1
+
+
+def test_saved_params_are_checked_with_their_grammar_engines_limits() -> None:
+    """``check_params`` (a saved session's settings, read back) checks a grammar against the limits of
+    the engine it names: an enum over llama.cpp's alternatives limit is refused for ``llama`` and
+    taken for ``llguidance``, whose own parser limits bound it (the merge with main's check once
+    applied llama.cpp's limits to every grammar there)."""
+    from llamact import GenerationParams
+    from llamact.engine.sampling import check_params
+    from llamact.grammar.limits import GrammarLimitError
+
+    enum = "root ::= " + " | ".join(f'"v{i}"' for i in range(2000))
+    check_params(GenerationParams(grammar=enum, grammar_engine="llguidance"), 49152)
+    with pytest.raises(GrammarLimitError, match="alternatives"):
+        check_params(GenerationParams(grammar=enum, grammar_engine="llama"), 49152)
