@@ -366,7 +366,8 @@ class LlamaEngine:
         # one) must not end it; one from now on must, even before the stream's first next().
         self.context.clear_abort()
         try:
-            sampler = sampling.sampler if sampling is not None else SamplerChain(self.model, sampler_specs(params))
+            sampler = (sampling.sampler if sampling is not None
+                       else SamplerChain(self.model, sampler_specs(params, self.model)))
         except BaseException:
             self._busy.release()
             raise
