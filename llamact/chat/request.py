@@ -116,6 +116,8 @@ class ChatRequest:
     custom_template: str | None = None      # Jinja source for this request only (wins over ModelParams.chat_template)
     template_now: float | None = None       # the template's clock, epoch seconds (None: the wall clock)
     upstream_compat: bool = False           # llama-server's deltas, errors, grammars (deviations 2-5, 17, 19 off)
+    lenient_schema: bool = False            # a schema keyword the grammar cannot hold is ignored, as llama-server
+                                            # does (the server's --lenient-schemas; deviation 8 off)
     thinking_budget_tokens: int | None = None   # None or -1: unlimited
     reasoning_budget_message: str = ""      # said before the forced end of a thought (llama-server's field)
     logprobs: bool | None = None            # None: GenerationParams.logprobs decides

@@ -218,7 +218,7 @@ MULTIPLE_OF = {"type": "json_schema", "json_schema": {"schema": {
 
 def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine: LlamaEngine) -> None:
     """Deviation 8 in create() as in create_structured (issue 26 found create() generating
-    unconstrained '{"n": 10'); upstream_compat=True generates as llama-server does."""
+    unconstrained '{"n": 10'); upstream_compat=True or lenient_schema=True generates as llama-server does."""
     async def first_async_chunk() -> None:
         async with AsyncLlamaEngine(engine).create(ASK, response_format=MULTIPLE_OF) as stream:
             await anext(aiter(stream))
@@ -232,6 +232,11 @@ def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine
     _still_usable(engine)
     lenient = engine.complete_chat(ASK, response_format=MULTIPLE_OF, upstream_compat=True,
                                        params=GenerationParams(greedy=True, max_tokens=8))
+    assert lenient.content.startswith("{")
+    # lenient_schema=True alone (the server's --lenient-schemas) ignores the keyword, the rest of the
+    # reply in llamact's mode
+    lenient = engine.complete_chat(ASK, response_format=MULTIPLE_OF, lenient_schema=True,
+                                   params=GenerationParams(greedy=True, max_tokens=8))
     assert lenient.content.startswith("{")
     # the prompt is still upstream's: rendering does not refuse (llama-server's /apply-template)
     assert engine.chat_template(ASK, response_format=MULTIPLE_OF).prompt
