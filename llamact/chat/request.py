@@ -17,7 +17,9 @@ else reaches the template as ``reasoning_effort``), ``chat_template_kwargs["enab
 overriding ``enable_thinking``, ``preserve_reasoning`` (templates that can keep earlier thoughts).
 ``add_generation_prompt`` defaults to true, or false when continuing the last message. ``tool_choice``
 may also name a function, OpenAI's ``{"type": "function", "function": {"name": ...}}``: llamact then
-forces an immediate call of it (docs/design.md, deviation 9; llama-server would read it as "auto").
+forces an immediate call of it (docs/design.md, deviation 9; llama-server would read it as "auto"); a
+``"required"`` choice is answered with calls alone (deviation 19; upstream's grammar lets content come
+first) unless ``upstream_compat``.
 ``grammar`` is the one channel for a user's GBNF grammar in a chat request. Images and audio are
 content parts (``image_url``, ``input_audio``): they become marker parts and ``media`` (``chat.media``).
 
@@ -163,7 +165,9 @@ class ChatRequest:
     force_pure_content: bool = False        # the whole output is content (llama-server's --force-pure-content)
     custom_template: str | None = None      # Jinja source for this request only (wins over ModelParams.chat_template)
     template_now: float | None = None       # the template's clock, epoch seconds (None: the wall clock)
-    upstream_compat: bool = False           # exactly llama-server's deltas and errors (deviations 2-5, 17 off)
+    upstream_compat: bool = False           # llama-server's deltas, errors, grammars (deviations 2-5, 17, 19 off)
+    lenient_schema: bool = False            # a schema keyword the grammar cannot hold is ignored, as llama-server
+                                            # does (the server's --lenient-schemas; deviation 8 off)
     thinking_budget_tokens: int | None = None   # None or -1: unlimited
     reasoning_budget_message: str = ""      # said before the forced end of a thought (llama-server's field)
     logprobs: bool | None = None            # None: GenerationParams.logprobs decides
@@ -247,7 +251,8 @@ class ChatRequest:
             reasoning_format=self.reasoning_format, enable_thinking=bool(enable_thinking),
             add_generation_prompt=add_generation_prompt, json_schema=schema, grammar=grammar or "",
             chat_template_kwargs=kwargs, continue_final_message=continuation,
-            force_pure_content=bool(self.force_pure_content), now=self.template_now, named_tool=named_tool)
+            force_pure_content=bool(self.force_pure_content), now=self.template_now, named_tool=named_tool,
+            required_calls_only=choice == "required" and named_tool is None and not self.upstream_compat)
 
     def _check_generation_options(self) -> None:
         if self.custom_template is not None and not isinstance(self.custom_template, str):

@@ -56,11 +56,11 @@ from ..chat.templates import ChatTemplates
 from ..errors import LlamaArgumentException, LlamaContextException, LlamaInferenceException, LlamaStateException
 from ..native.batch import Batch
 from ..native.guided import GuidedSampler
-from ..native.sampler import Grammar
 from .chat_calls import chat_keywords
 from .chat_completion import ChatStream
 from .decode import SequenceDecoder
 from .engine import LlamaEngine
+from .grammar_engines import grammar_sampler_spec
 from .logprobs import LogprobReader
 from .params import GenerationParams
 from .prompt_cache import common_prefix
@@ -180,7 +180,8 @@ class BatchScheduler:
         tokens = engine.prompt_tokens(prompt) if isinstance(prompt, str) else engine.model.vocab.token_ids(prompt)
         self._check_prompt(tokens)
         sampler = GuidedSampler(engine.model, sampler_specs(replace(params, grammar=None)),
-                                grammar=Grammar(params.grammar) if params.grammar else None)
+                                grammar=grammar_sampler_spec(engine.model, params.grammar, engine=params.grammar_engine)
+                                if params.grammar else None)
         return SequenceStream(self._cancel, self._submit(Request(tokens, sampler, tuple(params.stop), params,
                                                           adapters=adapters, want_slot=slot)))
 

@@ -56,8 +56,10 @@ from ..chat.result import ChatTemplateResult, GrammarTrigger
 from ..errors import LlamaArgumentException, LlamaInferenceException
 from ..native import sampler as s
 from ..native.guided import GuidedSampler
+from ..native.matcher_grammar import MatcherGrammar
 from ..native.model import Model, Vocab
 from ..native.reasoning_budget import UNLIMITED, BudgetState, ReasoningBudgetSpec
+from .grammar_engines import grammar_sampler_spec
 from .params import GenerationParams
 from .sampling import check_grammar, sampler_specs
 
@@ -99,12 +101,16 @@ class ChatSamplingPlan:
     stops: tuple[str, ...]
     suppress_tokens: tuple[int, ...]
 
-    def grammar_spec(self) -> s.Grammar | None:
+    def grammar_spec(self, model: Model | None = None, engine: str = "llama") -> s.Grammar | MatcherGrammar | None:
+        """The grammar's sampler spec on the engine ``engine`` picks (``GenerationParams.grammar_engine``;
+        a model is needed for any engine but llama.cpp's)."""
         if not self.grammar:
             return None
-        if not self.grammar_lazy:
-            return s.Grammar(self.grammar)
-        return s.Grammar(self.grammar, trigger_patterns=self.trigger_patterns, trigger_tokens=self.trigger_tokens)
+        patterns, tokens = (self.trigger_patterns, self.trigger_tokens) if self.grammar_lazy else ((), ())
+        if model is None or engine == "llama":
+            return s.Grammar(self.grammar, trigger_patterns=patterns, trigger_tokens=tokens)
+        return grammar_sampler_spec(model, self.grammar, engine=engine, kind=self.grammar_kind,
+                                    trigger_patterns=patterns, trigger_tokens=tokens)
 
     def chain_specs(self, params: GenerationParams) -> list[s.SamplerSpec]:
         """``params``' samplers without the grammar (it runs beside the chain), suppress tokens banned."""
@@ -206,7 +212,7 @@ def chat_sampling_plan(engine_or_vocab: Any, result: ChatTemplateResult, params:
     if result.grammar:
         grammar, kind, lazy = result.grammar, GRAMMAR_TEMPLATE, result.grammar_lazy
     elif params.grammar:
-        check_grammar(params.grammar)
+        check_grammar(params.grammar, params.grammar_engine)
         grammar, kind, lazy = params.grammar, GRAMMAR_USER, False
     else:
         grammar, kind, lazy = "", GRAMMAR_NONE, result.grammar_lazy
@@ -274,7 +280,8 @@ def chat_sampler_config(engine_or_vocab: Any, result: ChatTemplateResult, params
     plan = chat_sampling_plan(model.vocab, result, params, thinking_budget_tokens,
                               reasoning_budget_message=reasoning_budget_message, reasoning_control=reasoning_control)
     try:
-        sampler = GuidedSampler(model, plan.chain_specs(params), grammar=plan.grammar_spec(), budget=plan.budget,
+        grammar = plan.grammar_spec(model, params.grammar_engine)
+        sampler = GuidedSampler(model, plan.chain_specs(params), grammar=grammar, budget=plan.budget,
                                 prefill=plan.prefill_tokens, prefill_grammar=plan.prefill_grammar,
                                 preserved_tokens=plan.preserved_tokens, grammar_first=grammar_first)
     except LlamaInferenceException as exc:

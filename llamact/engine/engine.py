@@ -450,7 +450,8 @@ class LlamaEngine:
         # one) must not end it; one from now on must, even before the stream's first next().
         self.context.clear_abort()
         try:
-            sampler = sampling.sampler if sampling is not None else SamplerChain(self.model, sampler_specs(params))
+            sampler = (sampling.sampler if sampling is not None
+                       else SamplerChain(self.model, sampler_specs(params, self.model)))
         except BaseException:
             self._busy.release()
             raise
@@ -835,9 +836,10 @@ class LlamaEngine:
         check_chat_params(params)
         params = within_context(params or GenerationParams(), self.n_ctx)
         params = with_logprobs(params, request.logprobs, request.top_logprobs)
-        if not request.upstream_compat:   # deviation 8: a schema the grammar cannot hold is refused
-            refuse_unenforced(request.inputs.json_schema,
-                              "pass upstream_compat=True to generate as llama-server does (the keyword ignored)")
+        if not (request.upstream_compat or request.lenient_schema):   # deviation 8: a schema the grammar
+            refuse_unenforced(request.inputs.json_schema,                 # cannot hold is refused
+                              "pass lenient_schema=True (or upstream_compat=True) to generate as llama-server "
+                              "does (the keyword ignored)")
         result = self._apply(request)
         # "required" through a template without a tool-call format: refused (deviation 15), not answered in text
         refuse_uncallable(request, result, lambda: self._templates.templates(request.custom_template))

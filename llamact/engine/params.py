@@ -11,6 +11,7 @@ from typing import Any
 from .._build import build_info
 from ..chat.media import RENDER_MARKER
 from ..errors import LlamaArgumentException, LlamaModelException, LlamaRequestException
+from ..grammar.engines.choice import check_engine_name
 from ..native.context import ContextOptions
 from ..native.model import ModelLoadOptions
 from ..native.mtmd import ProjectorOptions
@@ -246,6 +247,10 @@ class GenerationParams:
     dry_sequence_breakers: Sequence[str] = ("\n", ":", '"', "*")
     samplers: Sequence[str] = SAMPLER_NAMES
     grammar: str | None = None
+    # which engine runs the grammar (any grammar: this one, a template's tool-call grammar, a
+    # response_format schema's): "llama" (llama.cpp's), "llguidance", or "auto" (llguidance for the
+    # grammar classes proven equal to llama.cpp's engine; see llamact.grammar.engines)
+    grammar_engine: str = "auto"
     stop: str | Sequence[str] = ()
     render_special: bool = False
     cache_prompt: bool = True
@@ -264,6 +269,7 @@ class GenerationParams:
         # OpenAI's `stop` is one string or a list of them; iterating a string would stop on each
         # of its characters. Stored as a tuple of strings either way.
         object.__setattr__(self, "stop", _stop_sequences(self.stop))
+        check_engine_name(self.grammar_engine)
         for name in ("dry_sequence_breakers", "samplers"):
             value = getattr(self, name)
             items = tuple(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else None

@@ -6,17 +6,21 @@ from dataclasses import replace
 
 from ..errors import LlamaArgumentException, LlamaSamplerParameterException
 from ..native import sampler as s
+from ..native.model import Model
+from .grammar_engines import grammar_limits_for, grammar_sampler_spec
 from .params import SAMPLER_NAMES, GenerationParams
 
 
-def sampler_specs(p: GenerationParams) -> list[s.SamplerSpec]:
+def sampler_specs(p: GenerationParams, model: Model | None = None) -> list[s.SamplerSpec]:
     """Grammar and logit bias first, then the samplers in ``p.samplers``' order (by default penalties,
     DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature), and finally the selecting
-    sampler (dist, mirostat or greedy). Mirostat replaces the list, as in common/sampling.cpp."""
+    sampler (dist, mirostat or greedy). Mirostat replaces the list, as in common/sampling.cpp. The
+    grammar runs on the engine ``p.grammar_engine`` picks (``model`` None: llama.cpp's)."""
     specs: list[s.SamplerSpec] = []
     if p.grammar:
-        check_grammar(p.grammar)
-        specs.append(s.Grammar(p.grammar))
+        check_grammar(p.grammar, p.grammar_engine)
+        specs.append(s.Grammar(p.grammar) if model is None else grammar_sampler_spec(model, p.grammar,
+                                                                                    engine=p.grammar_engine))
     if p.logit_bias:
         specs.append(s.LogitBias(dict(p.logit_bias)))
     if p.greedy:
@@ -74,7 +78,9 @@ def check_params(p: GenerationParams, n_vocab: int) -> None:
         raise LlamaSamplerParameterException(
             f"max_tokens must be an integer >= -1 (-1: no limit), got {p.max_tokens!r}",
             {"max_tokens": repr(p.max_tokens)})
-    s.validate_specs(sampler_specs(p), n_vocab)
+    if p.grammar:   # the limits of its engine (llama.cpp's Grammar spec would apply all of them)
+        check_grammar(p.grammar, p.grammar_engine)
+    s.validate_specs(sampler_specs(replace(p, grammar=None)), n_vocab)
 
 
 def dry_runs(p: GenerationParams) -> bool:
@@ -85,14 +91,17 @@ def dry_runs(p: GenerationParams) -> bool:
             and p.dry_base >= 1.0 and p.dry_penalty_last_n > 0)
 
 
-def check_grammar(text: str) -> None:
+def check_grammar(text: str, engine: str = "llama") -> None:
     """Validate GBNF before llama.cpp sees it: its parser loops for ~2**64 steps on a {m,n} with
-    m > n, and explains other errors only on stderr. Our front end rejects both with the place."""
+    m > n, and explains other errors only on stderr. Our front end rejects both with the place.
+    The limits are those of the engine ``engine`` picks for a caller's grammar
+    (``grammar_engines.grammar_limits_for``): all of them on llama.cpp's, size and nesting on
+    llguidance's."""
     from ..grammar.gbnf import GbnfError
     from ..grammar.limits import GrammarLimitError, check_grammar_limits
 
     try:
-        check_grammar_limits(text)
+        check_grammar_limits(text, grammar_limits_for(engine))
     except GrammarLimitError:
         raise
     except GbnfError as exc:

@@ -18,6 +18,9 @@ The limits, each named in the error so that the caller knows which one to raise:
 * ``max_bytes``: the grammar's text, checked first (it bounds the parser's work).
 * ``max_depth``: parentheses nested in the text, and the longest chain of rules and groups that
   one position enters (``a ::= b "x"``, ``b ::= c "y"``, ...): the depth of llama.cpp's recursion.
+  ``max_rule_chain`` bounds the second apart (``SAME_AS_DEPTH``: ``max_depth`` does): the
+  llguidance engine allows longer chains (a schema with 600 optional properties is a chain of 600
+  rules) up to its own bound.
 * ``max_alternatives``: the most parse stacks one position can open -- an alternation's sequences,
   with those of the rules and groups at its first positions counted through (an enum of N values is
   N). Measured on SmolLM2 (49k tokens, 2 cores): 250 values cost ~0.03 s a token, 1,000 ~0.2 s,
@@ -53,6 +56,8 @@ DEFAULT_MAX_BYTES = 1 << 20
 DEFAULT_MAX_DEPTH = 128
 DEFAULT_MAX_ALTERNATIVES = 1024
 DEFAULT_MAX_ELEMENTS = 1_000_000
+SAME_AS_DEPTH = -1
+_FLAGS = ("max_bytes", "max_depth", "max_alternatives", "max_elements")   # llamact serve --grammar-...
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class GrammarLimits:
     max_depth: int | None = DEFAULT_MAX_DEPTH
     max_alternatives: int | None = DEFAULT_MAX_ALTERNATIVES
     max_elements: int | None = DEFAULT_MAX_ELEMENTS
+    max_rule_chain: int | None = SAME_AS_DEPTH   # chains of rules entered at one position
 
 
 class GrammarLimitError(GbnfError):
@@ -70,9 +76,11 @@ class GrammarLimitError(GbnfError):
 
     def __init__(self, limit: str, value: int, maximum: int, what: str) -> None:
         flag = "--grammar-" + limit.replace("_", "-")
+        remedy = f"`llamact serve {flag}`, or GrammarLimits in the library" if limit in _FLAGS \
+            else "a bound of the llguidance grammar engine"
         LlamaInferenceException.__init__(
             self, f"the grammar is too costly: its {what} ({value}) is above the limit of {maximum} ({limit}: "
-                  f"`llamact serve {flag}`, or GrammarLimits in the library)",
+                  f"{remedy})",
             {"limit": limit, "value": value, "maximum": maximum})
         self.reason, self.line, self.column, self.context = self.message, None, None, ""
         self.limit = limit
@@ -136,7 +144,10 @@ class _Cost:
             fan, depth, size, widest = self._rule(self.rules[name])
             self.fan[name], self.depth[name], self.size[name] = fan, depth, size
             _over("max_alternatives", widest, self.limits.max_alternatives, "alternatives at one position")
-            _over("max_depth", depth, self.limits.max_depth, "chain of rules entered at one position")
+            if self.limits.max_rule_chain == SAME_AS_DEPTH:
+                _over("max_depth", depth, self.limits.max_depth, "chain of rules entered at one position")
+            else:
+                _over("max_rule_chain", depth, self.limits.max_rule_chain, "chain of rules entered at one position")
         total = sum(self.size.values())
         _over("max_elements", total, self.limits.max_elements, "elements after expanding repetitions")
 

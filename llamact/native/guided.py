@@ -25,6 +25,7 @@ from . import llama_h
 from ._handle import NativeHandle
 from ._library import native
 from .context import Context
+from .matcher_grammar import MatcherGrammar, failure_of
 from .model import Model
 from .reasoning_budget import BudgetState, ReasoningBudgetSpec
 from .sampler import Grammar, Greedy, SamplerSpec, build_sampler, native_failure, validate_specs
@@ -47,13 +48,13 @@ class GuidedSampler(NativeHandle):
 
     _kind = "guided sampler"
 
-    def __init__(self, model: Model, specs: Sequence[SamplerSpec], *, grammar: Grammar | None = None,
+    def __init__(self, model: Model, specs: Sequence[SamplerSpec], *, grammar: Grammar | MatcherGrammar | None = None,
                  budget: ReasoningBudgetSpec | None = None, prefill: Sequence[int] = (),
                  prefill_grammar: bool = False, preserved_tokens: Iterable[int] = (),
                  grammar_first: bool = False, no_perf: bool = True) -> None:
         n_vocab = model.vocab.n_tokens
         self.specs = validate_specs(specs, n_vocab)
-        if any(isinstance(spec, Grammar) for spec in self.specs):
+        if any(spec.is_grammar for spec in self.specs):
             raise LlamaInferenceException("a guided sampler takes its grammar beside the chain (grammar=...), "
                                           "not as a chain member")
         if grammar is not None:
@@ -100,6 +101,7 @@ class GuidedSampler(NativeHandle):
                 for ptr in owned:
                     lib.llama_sampler_free(ptr)
                 raise
+            self._grammar_ptr = int(grammar_ptr or 0)   # owned by the guide; read for a matcher's failure
             super().__init__(int(guide), shim.llamact_guide_free)
             model._adopt(self)
         if prefill_ids:
@@ -109,8 +111,9 @@ class GuidedSampler(NativeHandle):
         array = (llama_h.llama_token * len(tokens))(*tokens)
         with self.pinned() as guide:
             failed = self._shim.llamact_guide_prefill(guide, array, len(tokens), int(into_grammar), *self._err.args)
-        if failed:
-            message = self._err.message
+            failure = failure_of(self._grammar_ptr) if self._grammar_ptr else None
+        if failed or failure:
+            message = failure or self._err.message
             self.close()
             raise LlamaInferenceException(
                 f"the grammar does not admit the generation prompt it must start with (tokens {tokens}): {message}",
@@ -151,6 +154,11 @@ class GuidedSampler(NativeHandle):
         if token == llama_h.LLAMA_TOKEN_NULL:
             raise self.abandon("sampling", self._err.message)
         return token
+
+    def grammar_failure(self) -> str | None:
+        """What went wrong inside a matcher grammar (llguidance's) since creation; None otherwise."""
+        with self.pinned():
+            return failure_of(self._grammar_ptr) if self._grammar_ptr else None
 
     def accept(self, token: int) -> None:
         """Record ``token`` as generated (``sample`` already does). A token the grammar does not admit

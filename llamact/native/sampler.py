@@ -71,6 +71,9 @@ class SamplerSpec:
     """Base of the sampler descriptions."""
 
     native_name: ClassVar[str]
+    is_grammar: ClassVar[bool] = False   # a grammar (llama.cpp's or a matcher's): checked apart from the chain
+    is_matcher: ClassVar[bool] = False   # a Python matcher behind llama.cpp's sampler interface (its failures
+                                         # are read after each step: a callback cannot raise into C)
 
     def validate(self, vocab_size: int) -> None:  # pragma: no cover - overridden
         pass
@@ -325,6 +328,7 @@ class Grammar(SamplerSpec):
     root: str = "root"
     trigger_patterns: tuple[str, ...] = ()
     trigger_tokens: tuple[int, ...] = ()
+    is_grammar: ClassVar[bool] = True
     # False hands the text to llama.cpp unchecked: only for asking llama.cpp's own verdict (the
     # parity tests); a grammar from anyone else must pass the bounded check
     front_end_check: bool = True
@@ -432,9 +436,11 @@ def _grammar_parse_error(vocab: int, grammar: bytes, root: bytes) -> str | None:
             native().llama.llama_sampler_free(ptr)
         sink.seek(0)
         data = sink.read()
-    start = data.find(_PARSE_ERROR)
-    end = data.find(b"\n\n" + grammar + b"\n", start) if start != -1 else -1
-    if end == -1:
+    # other threads' first attempts may have printed their own reports meanwhile (each one
+    # fprintf, so whole): ours is the report that ends with our grammar, read back from there
+    end = data.find(b"\n\n" + grammar + b"\n")
+    start = data.rfind(_PARSE_ERROR, 0, end) if end != -1 else -1
+    if start == -1:
         others, reason = data, None
     else:
         line_start = data.rfind(b"\n", 0, start) + 1
@@ -497,6 +503,7 @@ class SamplerChain(NativeHandle):
         self._shim = native().shim
         self._err = ErrorBuffer()
         self._grammars: list[int] = []  # the chain's grammar samplers, checked by accept()
+        self.matchers: list[int] = []   # those run by a Python matcher (native.matcher_grammar)
         with model.pinned():  # grammar samplers point into the vocabulary: the model outlives the chain
             chain = lib.llama_sampler_chain_init(params)
             super().__init__(chain, lib.llama_sampler_free)
@@ -510,8 +517,10 @@ class SamplerChain(NativeHandle):
                     self.close()
                     raise
                 lib.llama_sampler_chain_add(chain, smpl)
-                if isinstance(spec, Grammar):
+                if spec.is_grammar:
                     self._grammars.append(smpl)
+                if spec.is_matcher:
+                    self.matchers.append(smpl)
 
     def sample(self, context: Context, index: int = -1) -> int:
         """Sample (and accept) the next token from ``context``'s logits at output ``index``."""

@@ -44,7 +44,7 @@ class TokenStepper:
     __slots__ = (
         "_context", "_sampler", "_ctx_lock", "_chain_lock", "_lib", "_decode", "_step", "_err", "_head",
         "_tail", "_piece_buf", "_piece_len", "_eog", "_decode_rc", "_render_special", "_vocab_ptr", "_prev",
-        "_guided", "piece", "end_token", "_governor", "_perf", "_pos",
+        "_guided", "piece", "end_token", "_governor", "_perf", "_pos", "_matchers",
     )
 
     def __init__(self, context: Context, sampler: SamplerChain | GuidedSampler, render_special: bool = False) -> None:
@@ -73,6 +73,9 @@ class TokenStepper:
             ctypes.byref(self._decode_rc), *self._err.args,
         )
         self._prev = LLAMA_TOKEN_NULL
+        # a plain chain's Python grammar (llguidance's): a failure inside its callback refuses every
+        # token, and the chain would then pick one anyway -- read after each step, raised
+        self._matchers = () if guided else tuple(getattr(sampler, "matchers", ()))
         self.piece = b""
         self.end_token: int | None = None  # the end-of-generation token step() sampled, if any
         # the decode thread count follows the machine's load (context.governor; None: fixed)
@@ -165,6 +168,8 @@ class TokenStepper:
                 self._context.check_open()
                 self._sampler.check_open()
             token = self._step(*self._head, self._prev, *self._tail)
+            if self._matchers:
+                self._check_matchers()
             if self._governor is not None:   # llama.cpp's decode clock, sampling left out
                 perf = self._perf(self._head[0])
                 self._governor.after_decode(perf.n_eval, perf.t_eval_ms)
@@ -184,6 +189,14 @@ class TokenStepper:
             ctx_lock.release()
         self._prev = token
         return token
+
+    def _check_matchers(self) -> None:
+        from .matcher_grammar import failure_of
+
+        for ptr in self._matchers:
+            failure = failure_of(ptr)
+            if failure:
+                raise LlamaInferenceException(f"the grammar failed: {failure}", {"grammar_failure": failure})
 
     def _step_at(self) -> int:
         """``step()`` with the previous token decoded at the explicit position ``_pos``."""

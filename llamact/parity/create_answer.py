@@ -77,10 +77,29 @@ class CreateRunner:
         return self.answers(case, template_now, (self.upstream_compat,))[self.upstream_compat]
 
     def answers(self, case: E2ECase, template_now: float | None, modes: tuple[bool, ...]) -> dict[bool, ChatAnswer]:
-        """The case answered with ``upstream_compat`` set to each of ``modes``. The flag changes only
-        how the reply is parsed (deviations 2-5 are output-side: the prompt, grammar and sampler are
-        the same), so each run generates once, through ``engine.create()`` in the first mode, and the
-        same generated pieces are also parsed in the other modes."""
+        """The case answered with ``upstream_compat`` set to each of ``modes``. The flag changes how
+        the reply is parsed (deviations 2-5 and 17 are output-side: the prompt, grammar and sampler
+        are the same), so modes that generate alike share one generation, through ``engine.create()``
+        in the first of them, its pieces also parsed in the others. A ``"required"`` tool choice is
+        generated once per mode: by default its grammar is deviation 19's, under upstream_compat
+        upstream's."""
+        from ..chat.request import ChatRequest
+
+        kwargs = case.create_kwargs(self._llama_cpp)
+        messages = kwargs.pop("messages")
+        kwargs.pop("params")
+        alike: dict[bool, list[bool]] = {}
+        for mode in modes:
+            grammar = ChatRequest(messages, **kwargs, upstream_compat=mode).inputs.required_calls_only
+            alike.setdefault(grammar, []).append(mode)
+        out: dict[bool, ChatAnswer] = {}
+        for group in alike.values():
+            out.update(self._generated_once(case, template_now, tuple(group)))
+        return {mode: out[mode] for mode in modes}
+
+    def _generated_once(self, case: E2ECase, template_now: float | None,
+                        modes: tuple[bool, ...]) -> dict[bool, ChatAnswer]:
+        """``answers`` for modes that generate alike: one generation, parsed in each mode."""
         from ..chat.request import ChatRequest
         from ..chat.streaming import ChatStreamParser
         from ..engine import GenerationParams

@@ -27,13 +27,18 @@ deviations may explain one, and the verdict names each that did:
   format (the models' own SmolLM2 and Gemma 3 templates): llama-server answers text, the tools dropped;
   llamact refuses with LlamaUnsupportedException (engine/chat_calls.py ``refuse_uncallable``), in
   both modes, as the server route and the CLI do. Named only when the server's answer holds no call.
+* ``19-required-calls``: a ``"required"`` tool choice, whose default grammar admits calls alone (llama-server's
+  lets the model write content first): where the generated tokens differ, llamact's answer is calls of
+  the tools, valid for their schemas, with no content (``tool_calls``), or a reply cut short by the
+  limit, its unfinished call withheld (deviation 5). The prompts are compared first, as always;
 * ``17-recovery``: llamact's final message carries the extension field ``llamact`` (calls recovered
   from outside the envelope or malformed, each valid for its tool's schema; or the final parse failed
   and the reply is what could be read) -- where llama-server's final parse failed (its 500), or where
   the final messages differ in content and calls.
 
 A deviation never explains a difference in the prompt, the tokens, usage or timings: those come
-before any output-side behaviour.
+before any output-side behaviour. Only deviations 9 and 19 change the grammar, so the tokens (never
+the prompt): their cases are judged by what the answer must be instead.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ STREAMING = "5-streaming"
 NAMED_TOOL_CHOICE = "9-named-tool-choice"
 DEMANDED_CALL_REFUSED = "15-demanded-call-refused"
 RECOVERY = "17-recovery"
+REQUIRED_CALLS = "19-required-calls"
 TIMING_COUNTS = ("prompt_n", "predicted_n", "cache_n")
 
 
@@ -239,6 +245,21 @@ def _named_choice(case: E2ECase, ll: ChatAnswer) -> Verdict:
     return Verdict("deviation", (NAMED_TOOL_CHOICE,))
 
 
+def _required_calls(case: E2ECase, ll: ChatAnswer) -> Verdict:
+    """Deviation 19: llamact's "required" answer is calls alone (or a reply cut short, its call withheld)."""
+    calls, content = ll.final["tool_calls"], ll.final["content"]
+    if ll.final_finish_reason == "length" and not calls and ll.text.startswith(content.lstrip()):
+        return Verdict("deviation", (REQUIRED_CALLS,))   # cut inside a call: deviation 5 withholds it
+    if ll.final_finish_reason != "tool_calls" or not calls:
+        return Verdict.different(f'tool_choice "required": llamact made no call ({ll.final_finish_reason})')
+    if content.strip():
+        return Verdict.different(f'tool_choice "required": content beside the calls {_short(content)}')
+    for call in calls:
+        if not call_is_valid(case, call):
+            return Verdict.different(f'tool_choice "required": llamact called {_short(call)}')
+    return Verdict("deviation", (REQUIRED_CALLS,))
+
+
 def _refuses_named_choice(case: E2ECase, failure: Exception | str) -> bool:
     """llamact refused to force the named call (its template has no tool-call format it can
     constrain: chat/named_tool.py), naming the tool."""
@@ -284,6 +305,8 @@ def compare(case: E2ECase, server: ChatAnswer | Exception | str, llamact: ChatAn
         return Verdict.different(found)
     if case.named_tool_choice and not upstream_compat:
         return _named_choice(case, llamact)
+    if case.tool_choice == "required" and not upstream_compat and server.tokens != llamact.tokens:
+        return _required_calls(case, llamact)
     found = (first_difference("tokens", server.tokens, llamact.tokens)
              or first_difference("text", server.text, llamact.text)
              or first_difference("usage", server.usage, llamact.usage)

@@ -14,14 +14,16 @@ Per server x mode x category: ``correct`` (BFCL's verdict on the structured call
 (replies with at least one tool call), ``in text`` (replies whose ``content`` holds a call naming a
 given tool: ``<tool_call>`` JSON, a fenced JSON block, bare JSON, a Python-style call; found by
 bfcl/textcalls.py), ``no call``, ``HTTP err``, ``model ok`` (BFCL's verdict on what the model wrote,
-structured or as text: the ceiling a recovery can reach), tokens/s (completion tokens over the
-requests' wall time, prompt included, the same measure for every server; ``gen tok/s``: the
-server's own generation figure where it gives one), and, when llamact says which recovery rule
+structured or as text: the ceiling a recovery can reach), ``calls kept`` (of the replies where the
+model wrote a call, structured or in its text, those whose calls all came back structured), tokens/s
+(completion tokens over the requests' wall time, prompt included, the same measure for every server;
+``gen tok/s``: the server's own generation figure where it gives one), and, when llamact says which recovery rule
 produced a call (``choices[0].message.llamact.recovered``: a list of rule names), a count per rule.
 
     cd /tmp && nice -n 5 python /path/to/scripts/bench/bench_bfcl.py                  # qwen2.5-coder-0.5b, 10/category
     python .../bench_bfcl.py --model qwen2.5-coder-1.5b --limit 5 --json /tmp/bfcl-1.5b.json --markdown /tmp/b.md
     python .../bench_bfcl.py --servers llamact,llama-server --modes auto --limit 3   # a quick look
+    python .../bench_bfcl.py --report /tmp/bfcl-1.5b.json                          # the tables again
 
 The JSON file has every reply (server, mode, category, id, HTTP status, the raw message with its
 ``content`` and ``tool_calls``, the calls found in text with how they were written, BFCL's verdicts,
@@ -257,6 +259,10 @@ def summarize(replies: list[Reply]) -> list[dict[str, Any]]:
             "structured": sum(bool(r.message.get("tool_calls")) for r in group),
             "in_text": sum(bool(r.text_calls) for r in group),
             "in_text_only": sum(bool(r.text_calls) and not r.message.get("tool_calls") for r in group),
+            # replies where the model wrote a call (structured, or in its text), and those whose calls all
+            # came back structured (none left in the text)
+            "wrote_call": sum(bool(r.text_calls) or bool(r.message.get("tool_calls")) for r in group),
+            "kept": sum(bool(r.message.get("tool_calls")) and not r.text_calls for r in group),
             "no_call": sum(r.status == 200 and not r.text_calls and not r.message.get("tool_calls") for r in group),
             "http_errors": sum(r.status != 200 for r in group),
             "model_correct": sum(r.model_verdict.get("valid", False) for r in group),
@@ -295,17 +301,18 @@ def markdown(summary: list[dict[str, Any]], replies: list[Reply], meta: dict[str
     for mode in meta["modes"]:
         lines += ["", f"tool_choice `{mode}`:", "",
                   "| category | server | correct | structured | in text | no call | HTTP err | model ok "
-                  "| tok/s | gen tok/s | recovered |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| calls kept | tok/s | gen tok/s | recovered |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in sorted((r for r in summary if r["mode"] == mode),
                           key=lambda r: (data.CATEGORIES.index(r["category"]), SERVERS.index(r["server"]))):
             n = row["n"]
             gen = f"{row['gen_tokens_per_s']:.1f}" if row["gen_tokens_per_s"] else "-"
             rec = ", ".join(f"{k} {v}" for k, v in sorted(row["recovered"].items())) or "-"
+            kept = f"{row['kept']}/{row['wrote_call']}"
             lines.append(f"| {row['category']} | {row['server']} "
                          f"| {row['correct']}/{n} ({100 * row['correct'] / n:.0f}%) "
                          f"| {row['structured']} | {row['in_text']} | {row['no_call']} | {row['http_errors']} "
-                         f"| {row['model_correct']}/{n} | {row['tokens_per_s']:.1f} | {gen} | {rec} |")
+                         f"| {row['model_correct']}/{n} | {kept} | {row['tokens_per_s']:.1f} | {gen} | {rec} |")
     same = same_as(replies, "llamact", "llama-server")
     if same:
         lines += ["", "llamact's replies identical to llama-server's (content and calls): "
@@ -335,7 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bfcl-wheel", type=Path, help="the bfcl-eval wheel (default: downloaded into the cache)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path)
+    ap.add_argument("--report", type=Path, help="only print the tables of an earlier run's --json file again")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        saved = json.loads(args.report.read_text(encoding="utf-8"))
+        replies = [Reply(**r) for r in saved["replies"]]
+        table = markdown(summarize(replies), replies, saved["meta"])
+        print(table)
+        if args.markdown:
+            args.markdown.write_text(table, encoding="utf-8")
+        return 0
     # a kill (SIGTERM) unwinds like Ctrl-C, so that the running server is stopped by its finally
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 

@@ -67,7 +67,9 @@ def ask_create(engine: LlamaEngine, template: str | None, tool_choice: str | Non
     """(generated token count, raw output text), wall tokens/s after the first chunk, the loop's t/s."""
     kwargs: dict[str, Any] = {"custom_template": template}
     if tool_choice is not None:
-        kwargs |= {"tools": TOOLS, "tool_choice": tool_choice, "parallel_tool_calls": False}
+        # upstream_compat: llama-server's "required" grammar (deviation 19 would constrain otherwise),
+        # so that both generate the same tokens
+        kwargs |= {"tools": TOOLS, "tool_choice": tool_choice, "parallel_tool_calls": False, "upstream_compat": True}
     stream = engine.create(ASK, params=GenerationParams(greedy=True, max_tokens=n, cache_prompt=False), **kwargs)
     first = last = 0.0
     count = 0

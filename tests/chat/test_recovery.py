@@ -177,6 +177,40 @@ def test_key_variants(body: str) -> None:
     upstream_fails_or_keeps_it_as_text(text)
 
 
+def test_name_variant() -> None:
+    """BFCL offers ``prob_dist.binomial`` as ``prob_dist_binomial`` and the model writes the dotted name
+    (issue 43: 4 of 40 calls): a name that is one tool's once separators and case are set aside."""
+    fenced = '```json\n{"name": "get.weather", "arguments": {"city": "Paris"}}\n```'
+    recovered(fenced, [PARIS], (rules.FENCED_BLOCK, rules.NAME_VARIANT))
+    upstream_fails_or_keeps_it_as_text(fenced)
+    envelope = '<tool_call>\n{"name": "Get-Weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    recovered(envelope, [PARIS], (rules.NAME_VARIANT,))
+    upstream_fails_or_keeps_it_as_text(envelope)
+    recovered('get.weather(city="Paris")', [PARIS], (rules.PYTHON_CALL, rules.NAME_VARIANT))
+    recovered('<tool_call>\n{"GET_WEATHER": {"city": "Paris"}}\n</tool_call>', [PARIS],
+              (rules.KEY_VARIANTS, rules.NAME_VARIANT))
+    # still validated against that tool's schema; no separator invented or dropped
+    for text in ('```json\n{"name": "get.weather", "arguments": {"town": "Paris"}}\n```',
+                 '```json\n{"name": "getweather", "arguments": {"city": "Paris"}}\n```',
+                 '```json\n{"name": "get..weather", "arguments": {"city": "Paris"}}\n```'):
+        parser, sent = run(text)
+        assert parser.message.tool_calls == [] and sent == parser.message.content == text
+
+
+def test_a_name_variant_must_name_exactly_one_tool() -> None:
+    twins = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+             for name in ("prob_dist_binomial", "prob-dist-binomial")]
+    reader = CallReader(parse_tools(twins))
+    exact = reader.read('{"name": "prob-dist-binomial", "arguments": {}}')
+    assert exact is not None and [c.name for c in exact.calls] == ["prob-dist-binomial"] and not exact.rules
+    assert reader.read('{"name": "prob_dist.binomial", "arguments": {}}') is None   # which one? neither
+    reader = CallReader(parse_tools(TOOLS))
+    assert reader.resolve("Calculate.Triangle.Area") == ("calculate_triangle_area", frozenset({rules.NAME_VARIANT}))
+    assert reader.resolve("get_weather") == ("get_weather", frozenset())
+    assert reader.resolve("weather") is None and reader.resolve("get_weather_now") is None
+    assert reader.may_name("get.wea") and not reader.may_name("got")
+
+
 def test_stray_text() -> None:
     text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\nDone.'
     parser = recovered(text, [PARIS], (rules.STRAY_TEXT,), "Done.")
@@ -288,7 +322,7 @@ SNIPPETS = [
     "Sure.", " ", "\n", "\n\n", "text", "{", "}", "[", "]", '"', "'", ",", "`", "```", "```json\n", "\n```\n",
     '{"name": "get_weather", "arguments": {"city": "Paris"}}', "get_weather(city='Paris')", "get_weather",
     "(", ")", "calculate_triangle_area(1, 2)", '{"get_weather": {"city": "Rome"}}', "<tool_call>\n", "\n</tool_call>",
-    "{'name': 'get_weather', 'arguments': {'city': 'Oslo',},}",
+    "{'name': 'get_weather', 'arguments': {'city': 'Oslo',},}", "get.weather(city='Nice')", '"Get-Weather"',
 ]
 
 

@@ -40,9 +40,10 @@ def _expected(oracle: OracleClient, model: Path, inputs: dict, template: str = "
 
 
 def _ours(engine: LlamaEngine, inputs: dict, **kwargs: object) -> dict:
+    # upstream_compat: upstream's "required" grammar (deviation 19 is tests/chat/test_required_tool.py's)
     return engine.chat_template(inputs["messages"], tools=inputs.get("tools"),
                                 tool_choice=inputs.get("tool_choice", "auto"), reasoning_format="deepseek",
-                                template_now=ORACLE_NOW, **kwargs).to_json()
+                                template_now=ORACLE_NOW, upstream_compat=True, **kwargs).to_json()
 
 
 @pytest.fixture(scope="module")

@@ -140,16 +140,48 @@ def test_the_stream_reassembles_to_the_final_message_and_speaks_openai(engine: L
 
 
 def test_both_modes_generate_the_same_tokens(engine: LlamaEngine) -> None:
+    """The output-side deviations change what is read from the tokens, not the tokens (a named choice:
+    deviation 9's grammar in both modes; "required" has deviation 19's grammar only by default)."""
     template = _template("NousResearch-Hermes-3-Llama-3.1-8B-tool_use")
     texts = []
     # without the prompt cache: the second request would evaluate only the last prompt token, and
     # logits depend (slightly) on how a prompt was batched
     fresh = GenerationParams(greedy=True, max_tokens=96, cache_prompt=False)
     for compat in (False, True):
-        completion = engine.complete_chat(ASK, tools=[FORECAST], tool_choice="required", custom_template=template,
-                                              params=fresh, upstream_compat=compat)
+        completion = engine.complete_chat(ASK, tools=[FORECAST], tool_choice=NAMED, custom_template=template,
+                                          params=fresh, upstream_compat=compat)
         texts.append(completion.text)
     assert texts[0] == texts[1]
+
+
+def test_required_answers_with_calls_alone(engine: LlamaEngine) -> None:
+    """Deviation 19: by default every token of a "required" reply is inside a grammar of calls alone (the
+    envelope first, nothing after the last call); upstream_compat keeps upstream's grammar, which lets
+    the model write text first (what llama-server then does with SmolLM2:
+    tests/parity/test_chat_sampling_server.py)."""
+    template = _template("NousResearch-Hermes-3-Llama-3.1-8B-tool_use")
+    ask = [{"role": "user", "content": "What is the weather in Paris? Answer briefly."}]
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    params = GenerationParams(greedy=True, max_tokens=64, cache_prompt=False)
+    results = {}
+    for compat in (False, True):
+        forced = engine.chat_template(ask, tools=[weather, FORECAST], tool_choice="required",
+                                      custom_template=template, upstream_compat=compat)
+        completion = engine.complete_chat(ask, tools=[weather, FORECAST], tool_choice="required",
+                                          custom_template=template, params=params, upstream_compat=compat)
+        assert GbnfAcceptor(parse_gbnf(forced.grammar)).is_viable_prefix(forced.generation_prompt + completion.text)
+        results[compat] = (forced, completion)
+    (ours_grammar, ours), (theirs_grammar, _) = results[False], results[True]
+    assert ours_grammar.grammar != theirs_grammar.grammar and ours_grammar.prompt == theirs_grammar.prompt
+    assert ours.text.startswith("<tool_call>") and ours.content == "", ours.text
+    if ours.finish_reason == "tool_calls":
+        assert {c.name for c in ours.tool_calls} <= {"get_weather", "forecast"} and ours.tool_calls
+        assert ours.text.endswith("</tool_call>"), ours.text
+    else:
+        assert ours.finish_reason == "length" and not ours.tool_calls   # deviation 5: a cut reply has no calls
+    acceptor = GbnfAcceptor(parse_gbnf(theirs_grammar.grammar))
+    assert acceptor.is_viable_prefix(theirs_grammar.generation_prompt + "Sure, ")   # upstream's: text first
 
 
 # -- bad input: typed errors, and the engine stays usable --------------------------------------------
@@ -186,7 +218,7 @@ MULTIPLE_OF = {"type": "json_schema", "json_schema": {"schema": {
 
 def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine: LlamaEngine) -> None:
     """Deviation 8 in create() as in create_structured (issue 26 found create() generating
-    unconstrained '{"n": 10'); upstream_compat=True generates as llama-server does."""
+    unconstrained '{"n": 10'); upstream_compat=True or lenient_schema=True generates as llama-server does."""
     async def first_async_chunk() -> None:
         async with AsyncLlamaEngine(engine).create(ASK, response_format=MULTIPLE_OF) as stream:
             await anext(aiter(stream))
@@ -200,6 +232,11 @@ def test_a_schema_the_grammar_cannot_enforce_is_refused_before_generating(engine
     _still_usable(engine)
     lenient = engine.complete_chat(ASK, response_format=MULTIPLE_OF, upstream_compat=True,
                                        params=GenerationParams(greedy=True, max_tokens=8))
+    assert lenient.content.startswith("{")
+    # lenient_schema=True alone (the server's --lenient-schemas) ignores the keyword, the rest of the
+    # reply in llamact's mode
+    lenient = engine.complete_chat(ASK, response_format=MULTIPLE_OF, lenient_schema=True,
+                                   params=GenerationParams(greedy=True, max_tokens=8))
     assert lenient.content.startswith("{")
     # the prompt is still upstream's: rendering does not refuse (llama-server's /apply-template)
     assert engine.chat_template(ASK, response_format=MULTIPLE_OF).prompt

@@ -35,8 +35,9 @@ TOOLS = [
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 N_PREDICT = 48
 
-# (template, tool_choice): lazy grammars with word / pattern triggers, "required" grammars
-# (prefilled), named tool choice (a grammar on every token: the check-then-resample path)
+# (template, tool_choice): lazy grammars with word / pattern triggers, "required" grammars (prefilled;
+# deviation 19's calls alone, and upstream's under upstream_compat), named tool choice (a grammar on every
+# token: the check-then-resample path)
 TOOL_CASES = [
     ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "auto"),
     ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "required"),
@@ -50,6 +51,7 @@ TOOL_CASES = [
     ("openai-gpt-oss-120b", "required"),
     ("Qwen-Qwen3-0.6B", "named"),
     ("Qwen-QwQ-32B", "named"),
+    ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "required_upstream"),   # upstream_compat: upstream's grammar
 ]
 # templates whose generation prompt opens the thought, with budgets (-1: none; 0: closed at once)
 BUDGET_CASES = [("Qwen-QwQ-32B", 0), ("Qwen-QwQ-32B", 6), ("Qwen-QwQ-32B", -1), ("Qwen3.5-4B", 4),
@@ -71,6 +73,8 @@ def server(smollm2_path: Path) -> Iterator[LlamaServer]:
 def apply(engine: LlamaEngine, name: str, choice: str, **kwargs: object) -> ChatTemplateResult:
     source = (TEMPLATES / f"{name}.jinja").read_text()
     tools = TOOLS if choice != "none" else None
+    if choice == "required_upstream":
+        choice, kwargs = "required", {**kwargs, "upstream_compat": True}
     return engine.chat_template(MESSAGES, tools=tools, tool_choice=NAMED if choice == "named" else choice,
                                 custom_template=source, **kwargs)  # type: ignore[arg-type]
 
@@ -132,6 +136,25 @@ def test_a_named_call_ends_where_its_grammar_ends(engine: LlamaEngine, server: L
     answer = server.post("/completion", completion_body(before, n_predict=64))
     assert answer["stop_type"] == "limit" and "</tool_call>" in answer["content"]
     assert not answer["content"].endswith("</tool_call>") and not answer["content"].split("</tool_call>")[1].strip()
+
+
+def test_a_required_reply_is_calls_where_upstreams_grammar_lets_text_come_first(engine: LlamaEngine,
+                                                                                 server: LlamaServer) -> None:
+    """Deviation 19: upstream's "required" grammar admits content before the calls and whitespace after
+    them; given it, llama-server lets SmolLM2 write prose here and stops at the limit (its chat answer:
+    the apply result is upstream's, tools/server passes that grammar). Given the default mode's grammar
+    (calls alone), it writes the call at once and ends there, with llamact's tokens."""
+    name = "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"
+    theirs = apply(engine, name, "required", upstream_compat=True)
+    ours = apply(engine, name, "required")
+    assert ours.grammar != theirs.grammar and ours.prompt == theirs.prompt
+    upstream = server.post("/completion", completion_body(theirs, n_predict=64))
+    assert upstream["stop_type"] == "limit" and not upstream["content"].startswith("<tool_call>"), upstream["content"]
+    answer = server.post("/completion", completion_body(ours, n_predict=64))
+    assert answer["stop_type"] == "eos" and answer["content"].startswith("<tool_call>"), answer["content"]
+    assert answer["content"].endswith("</tool_call>"), answer["content"]
+    tokens, reason = llamact_tokens(engine, ours, max_tokens=64)
+    assert (tokens, reason) == (list(server_sampling(answer).tokens), StopReason.EOG)
 
 
 @pytest.mark.parametrize(("name", "budget"), BUDGET_CASES, ids=[f"{n}-{b}" for n, b in BUDGET_CASES])

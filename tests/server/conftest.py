@@ -5,6 +5,7 @@ pydantic-settings) and ``openai`` are test dependencies: missing, the tests fail
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +26,9 @@ def template_file(repo_root: Path) -> Callable[[str], Path]:
 
 
 def _serve(model: Path, *args: str, api_key: str | None = None) -> LiveServer:
+    engine = os.environ.get("LLAMACT_TEST_GRAMMAR_ENGINE")   # see tests/conftest.py
+    if engine:
+        args = (*args, "--grammar-engine", engine)
     return LiveServer("--model", str(model), "--threads", "1", "--ctx-size", "4096", *args, api_key=api_key)
 
 

@@ -74,8 +74,8 @@ def two_slot_server(smollm2_path: Path) -> Iterator[LiveServer]:
         yield live
 
 
-def _post(live: LiveServer, path: str, body: Any) -> tuple[int, Any]:
-    status, raw = live.request("POST", path, json.dumps(body).encode(), timeout=60)
+def _post(live: LiveServer, path: str, body: Any, timeout: float = 60) -> tuple[int, Any]:
+    status, raw = live.request("POST", path, json.dumps(body).encode(), timeout=timeout)
     return status, json.loads(raw)
 
 
@@ -124,3 +124,33 @@ def test_lenient_schemas_generate_as_llama_server_does(smollm2_path: Path) -> No
         status, answer = _post(live, "/v1/chat/completions",
                                {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(12)})
         assert status == 200, answer
+
+
+RIGHT_CHAIN = "\n".join([f'r{i} ::= "x" r{i + 1}' for i in range(5000)] + ['r5000 ::= "a"', "root ::= r0"])
+# on llguidance the limits that guard llama.cpp's costs (alternatives, elements, rules entered at one
+# position) do not apply: these run; the rest of HOSTILE is refused as on llama.cpp's engine
+RUN_ON_LLGUIDANCE = {2, 4}
+
+
+@pytest.mark.model
+def test_on_llguidance_hostile_grammars_are_400s_and_large_ones_run(smollm2_path: Path) -> None:
+    """Issue 42: the same hostile requests to a server whose grammars run on llguidance
+    (``--grammar-engine llguidance``, two slots). Each refused one is a 400 naming its limit, at once;
+    a chain of 5,000 nested rules (which overflows llguidance's compiler stack: the process died) is
+    a 400; a 4,000-value enum and a 100,000-integer enum, over llama.cpp's limits, answer a value."""
+    with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "2048", "--parallel", "2",
+                    "--grammar-engine", "llguidance") as live:
+        for index, (path, body, says) in enumerate(HOSTILE):
+            # a 1 MB grammar runs: llamact's GBNF front end reads it in ~25 s on a loaded 2-core machine
+            status, answer = _post(live, path, body, timeout=600 if index in RUN_ON_LLGUIDANCE else 60)
+            if index in RUN_ON_LLGUIDANCE:
+                assert status == 200, (index, answer)
+                continue
+            assert status == 400, (index, answer)
+            assert says in answer["error"]["message"], (index, answer["error"]["message"])
+        status, answer = _post(live, "/v1/completions", {"prompt": "hi", "max_tokens": 4, "grammar": RIGHT_CHAIN})
+        assert status == 400 and "llguidance" in answer["error"]["message"], answer
+        status, answer = _post(live, "/v1/chat/completions", {"messages": ASK, "max_tokens": 12, "temperature": 0,
+                                                              "response_format": _enum_format(4000)})
+        assert status == 200 and json.loads(answer["choices"][0]["message"]["content"]).startswith("value-")
+        _still_serving(live)

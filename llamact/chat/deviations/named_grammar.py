@@ -1,7 +1,8 @@
-"""The grammar of a forced tool call, derived from a family's own parser (docs/design.md, deviation 9).
+"""The grammar of a forced tool call, derived from a family's own parser (docs/design.md, deviations 9
+and 19).
 
-    call_only_arena(arena) -> Arena | None      the parser with no room left for content
-    call_only_grammar(arena) -> str | None      its GBNF (not lazy; begins where the family's does)
+    call_only_arena(arena, one_call=True) -> Arena | None      the parser with no room left for content
+    call_only_grammar(arena, one_call=True) -> str | None      its GBNF (not lazy; begins where the family's does)
 
 Enters: the parser arena a family builds for ``tool_choice="required"`` with only the named tool
 (its root: the generation prompt, an optional or forced thought, content, then the call). Leaves:
@@ -22,6 +23,10 @@ Node ids are kept (replaced nodes keep their id), so rules and references stay v
 made one: a repetition of calls (parallel calls, "one or more") admits exactly one, the optional
 calls after a first one go. The whitespace the root ends with goes too: the grammar ends where the
 call ends, so generation does (llama.cpp allows only an end token once a grammar is complete).
+With ``one_call=False`` (``tool_choice: "required"``, deviation 19) the calls keep the family's
+count, and a repetition of "a call, then whitespace" that ends the root becomes "a call, then any
+number of (whitespace, a call)": whitespace after a call is admitted only before another call, so
+the grammar is complete where a call ends.
 GBNF generation is upstream's (``peg.gbnf``) on the rewritten arena.
 Reading the output stays the family's own parser's job (built for all the tools, see named_tool.py).
 """
@@ -150,11 +155,32 @@ def _one_call(parsers: list[Parser], tool: set[int]) -> None:
             parsers[i] = replace(node, min_count=1, max_count=1) if node.min_count > 0 else Epsilon()
 
 
+def _separator_first(parsers: list[Parser], i: int, node: Repetition) -> int | None:
+    """``(CALL SPACE){n,m}`` as ``CALL (SPACE CALL){n-1,m-1}`` (new nodes appended, ``i`` rewritten):
+    the whitespace is kept between calls and goes after the last one. The id where the last call's
+    part begins (to end it too), or None when the repetition's body does not end with whitespace."""
+    body = parsers[node.child]
+    if not isinstance(body, Sequence) or node.min_count < 1:
+        return None
+    children = list(body.children)
+    spaces: list[int] = []
+    while children and isinstance(parsers[children[-1]], Space):
+        spaces.insert(0, children.pop())
+    if not spaces or not children:
+        return None
+    parsers.append(Sequence(tuple(spaces + children)))
+    more = Repetition(len(parsers) - 1, node.min_count - 1, -1 if node.max_count == -1 else node.max_count - 1)
+    parsers.append(more)
+    parsers[i] = Sequence(tuple(children) + (len(parsers) - 1,))
+    return children[-1]
+
+
 def _end_with_the_call(arena: Arena, parsers: list[Parser]) -> None:
     """Whitespace the root ends with (after the call) goes: the grammar then admits nothing after the
     call, so llama.cpp's sampler allows only an end-of-generation token there and the reply ends
     with the call (a model that prefers whitespace to its end token would otherwise write up to
-    ``"\\n\\n"`` and 20 blanks first, and run out of ``max_tokens`` on a call already complete)."""
+    ``"\\n\\n"`` and 20 blanks first, and run out of ``max_tokens`` on a call already complete).
+    A repetition of calls ending the root keeps its whitespace between calls only."""
     seen: set[int] = set()
     pending = [arena.root]
     while pending:
@@ -181,20 +207,23 @@ def _end_with_the_call(arena: Arena, parsers: list[Parser]) -> None:
         elif isinstance(node, Repetition):
             if node.max_count == 1:
                 pending.append(node.child)
+            elif (separator := _separator_first(parsers, i, node)) is not None:
+                pending.append(separator)
         elif isinstance(node, (Tag, Atomic, Rule)):
             pending.append(node.child)
         elif isinstance(node, Ref) and node.name in arena.rules:
             pending.append(arena.rules[node.name])
 
 
-def call_only_arena(arena: Arena) -> Arena | None:
+def call_only_arena(arena: Arena, one_call: bool = True) -> Arena | None:
     """``arena`` with its content taken out (see the module docstring); None when no path of it
-    produces a tool call."""
+    produces a tool call. ``one_call=False`` keeps the family's number of calls."""
     tool = _reaching(arena, _is_tool)
     if arena.root not in tool:
         return None
     parsers = list(arena.parsers)
-    _one_call(parsers, tool)
+    if one_call:
+        _one_call(parsers, tool)
     _prefer_calls_alone(arena, parsers, tool)
     removed = {i for i, node in enumerate(parsers) if _is_content(i, node)}
     for i in removed:
@@ -212,7 +241,7 @@ def call_only_arena(arena: Arena) -> Arena | None:
     return Arena(tuple(parsers), dict(arena.rules), arena.root)
 
 
-def call_only_grammar(arena: Arena) -> str | None:
+def call_only_grammar(arena: Arena, one_call: bool = True) -> str | None:
     """The GBNF of :func:`call_only_arena` (the whole root, not lazy); None when there is no call."""
-    rewritten = call_only_arena(arena)
+    rewritten = call_only_arena(arena, one_call)
     return None if rewritten is None else arena_to_gbnf(rewritten, lazy=False)

@@ -3,8 +3,9 @@
     repair_envelopes(text, spans, form, reader) -> (text, rules)
         before the final parse: each envelope whose body is not the JSON the parser reads but
         holds valid calls (single quotes, trailing commas, arguments as a string, other key names,
-        Python syntax, several calls, no closing tag) is rewritten in the parser's own form, so the
-        parse reads those calls as it reads well-formed ones (as deviation 3 does for double braces)
+        a variant of a tool's name, Python syntax, several calls, no closing tag) is rewritten in
+        the parser's own form, so the parse reads those calls as it reads well-formed ones (as
+        deviation 3 does for double braces)
     read_envelopes(text, start, spans, reader) -> (calls, content, rules)
         after a final parse that failed anyway: every envelope that holds valid calls gives them;
         every other envelope, and any text between or after them, stays content in order
@@ -43,13 +44,13 @@ class Span(Protocol):
     def closed(self) -> bool: ...
 
 
-def _well_formed(body: str) -> bool:
-    """The body is what the parser reads itself: a JSON object of a name and an arguments object."""
+def _well_formed(body: str, names: tuple[str, ...]) -> bool:
+    """The body is what the parser reads itself: a JSON object of a tool's name and an arguments object."""
     try:
         obj = json.loads(body)
     except (ValueError, RecursionError):
         return False
-    return isinstance(obj, dict) and set(obj) == {"name", "arguments"} and isinstance(obj["name"], str) \
+    return isinstance(obj, dict) and set(obj) == {"name", "arguments"} and obj["name"] in names \
         and isinstance(obj["arguments"], dict)
 
 
@@ -66,7 +67,7 @@ def repair_envelopes(text: str, spans: Iterable[Span], form: tuple[str, str],
     rules: list[str] = []
     pos = 0
     for env in spans:
-        if _well_formed(env.body):
+        if _well_formed(env.body, reader.names):
             continue
         read = reader.read(env.body)
         if read is None:

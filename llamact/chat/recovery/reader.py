@@ -10,8 +10,12 @@ several JSON values one after another, or as Python calls; each value must be a 
 ``tool_name`` for the name; ``parameters`` / ``args`` / ``params`` / ``input`` for the arguments;
 OpenAI's ``{"type": "function", "function": {...}}``; ``{N: {...}}``), the arguments an object or
 that object as a JSON string -- naming one of the tools, with arguments that validate against the
-tool's parameters schema (``jsonschema``, the same standard deviation 2 validates with). A call that
-fails any of this makes the whole candidate None: nothing is guessed, and the text stays content.
+tool's parameters schema (``jsonschema``, the same standard deviation 2 validates with). A name
+that is no tool's but becomes exactly one tool's once separators (``.``, ``-``, ``_``, blanks) and
+case are set aside names that tool (``NAME_VARIANT``: BFCL's ``prob_dist.binomial`` is offered as
+``prob_dist_binomial``, and models write the dotted name); two tools alike that way take no variant.
+A call that fails any of this makes the whole candidate None: nothing is guessed, and the text stays
+content.
 
 Enters: the request's tools, then candidate texts. Leaves: ``ToolCall`` values (arguments as JSON
 text) and the rule names each needed. Raises nothing.
@@ -20,6 +24,7 @@ text) and the rule names each needed. Raises nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,14 +37,20 @@ from ..messages import ToolCall
 from ..oai import ChatTool
 from ..peg_builder import chat_tool_parameters
 from .jsonish import Brackets, loads_lenient, python_calls
-from .rules import ARGUMENTS_STRING, KEY_VARIANTS, PYTHON_CALL
+from .rules import ARGUMENTS_STRING, KEY_VARIANTS, NAME_VARIANT, PYTHON_CALL
 
-__all__ = ["CallReader", "Read"]
+__all__ = ["CallReader", "Read", "name_key"]
 
 _NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
 _ARG_KEYS = ("arguments", "parameters", "args", "params", "input")
 _IGNORED_KEYS = frozenset({"id", "type", "index"})   # what a call object may carry besides its name and arguments
 _WHITESPACE = " \t\n\r\f\v"
+_SEPARATORS = re.compile(r"[.\-_\s]")
+
+
+def name_key(name: str) -> str:
+    """``name`` with its separators (``.``, ``-``, ``_``, blanks) made one and its case set aside."""
+    return _SEPARATORS.sub("_", name).lower()
 
 
 @dataclass(frozen=True)
@@ -75,10 +86,26 @@ class CallReader:
         self._tools: dict[str, _Tool] = {}
         for tool in tools:
             self._tools.setdefault(tool.name, _compile(tool))
+        self._keys: dict[str, str | None] = {}   # name_key -> the one tool it names (None: several)
+        for name in self._tools:
+            key = name_key(name)
+            self._keys[key] = name if key not in self._keys else None
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
+
+    def resolve(self, name: str) -> tuple[str, frozenset[str]] | None:
+        """(the tool ``name`` names, the rules that needed); None when it names none, or several."""
+        if name in self._tools:
+            return name, frozenset()
+        tool = self._keys.get(name_key(name))
+        return None if tool is None else (tool, frozenset({NAME_VARIANT}))
+
+    def may_name(self, prefix: str) -> bool:
+        """Whether ``prefix`` may still grow into a name :meth:`resolve` reads (streaming)."""
+        key = name_key(prefix)
+        return any(k.startswith(key) for k in self._keys)
 
     def read(self, text: str) -> Read | None:
         """The calls of ``text`` (JSON values, or Python calls), every one valid; else None."""
@@ -98,7 +125,7 @@ class CallReader:
         return self._python(text)
 
     def call(self, name: str, args: Any) -> ToolCall | None:
-        """``name(args)`` when ``name`` is a tool and ``args`` an object its schema accepts."""
+        """``name(args)`` when ``name`` is a tool (exactly) and ``args`` an object its schema accepts."""
         tool = self._tools.get(name)
         if tool is None or not isinstance(args, dict):
             return None
@@ -111,10 +138,14 @@ class CallReader:
         return ToolCall(name, json.dumps(args, ensure_ascii=False))
 
     def _object(self, obj: Any) -> tuple[ToolCall, frozenset[str]] | None:
-        shaped = _call_shape(obj, self._tools)
+        shaped = _call_shape(obj, self)
         if shaped is None:
             return None
-        name, args, rules = shaped
+        written, args, rules = shaped
+        resolved = self.resolve(written)
+        if resolved is None:
+            return None
+        name, rules = resolved[0], rules | resolved[1]
         if isinstance(args, str):
             read = loads_lenient(args)
             if read is None:
@@ -135,9 +166,14 @@ class CallReader:
             read = ([c for r in each if r is not None for c in r[0]], frozenset({PYTHON_CALL}))
         found, rules = read
         calls: list[ToolCall] = []
-        for name, keywords, positional in found:
-            tool = self._tools.get(name)
-            if tool is None or len(positional) > len(tool.properties):
+        for written, keywords, positional in found:
+            resolved = self.resolve(written)
+            if resolved is None:
+                return None
+            name, used = resolved
+            rules = rules | used
+            tool = self._tools[name]
+            if len(positional) > len(tool.properties):
                 return None
             args = dict(zip(tool.properties, positional, strict=False))
             if args.keys() & keywords.keys():
@@ -149,17 +185,17 @@ class CallReader:
         return Read(tuple(calls), rules)
 
 
-def _call_shape(obj: Any, tools: dict[str, _Tool]) -> tuple[str, Any, frozenset[str]] | None:
-    """(name, arguments, rules) of a call object in any of the accepted key spellings."""
+def _call_shape(obj: Any, reader: CallReader) -> tuple[str, Any, frozenset[str]] | None:
+    """(name as written, arguments, rules) of a call object in any of the accepted key spellings."""
     if not isinstance(obj, dict):
         return None
     inner = obj.get("function")
     if isinstance(inner, dict) and set(obj) - {"function"} <= _IGNORED_KEYS:
-        shaped = _call_shape(inner, tools)   # OpenAI's {"type": "function", "function": {...}}
+        shaped = _call_shape(inner, reader)   # OpenAI's {"type": "function", "function": {...}}
         return None if shaped is None else (shaped[0], shaped[1], shaped[2] | {KEY_VARIANTS})
     if len(obj) == 1:
         ((key, value),) = obj.items()
-        if key in tools and isinstance(value, (dict, str)):
+        if reader.resolve(key) is not None and isinstance(value, (dict, str)):
             return key, value, frozenset({KEY_VARIANTS})   # {NAME: {...}}
     name_keys = [k for k in _NAME_KEYS if isinstance(obj.get(k), str)]
     arg_keys = [k for k in _ARG_KEYS if k in obj]

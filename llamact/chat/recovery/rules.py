@@ -5,7 +5,7 @@ a reply lists the rules its recovered calls needed, in the order first used."""
 from __future__ import annotations
 
 __all__ = ["ARGUMENTS_STRING", "BARE_JSON", "FENCED_BLOCK", "INLINE_JSON", "KEY_VARIANTS", "MISSING_CLOSE",
-           "PYTHON_CALL", "RULES", "SINGLE_QUOTES", "STRAY_TEXT", "TRAILING_COMMA"]
+           "NAME_VARIANT", "PYTHON_CALL", "RULES", "SINGLE_QUOTES", "STRAY_TEXT", "TRAILING_COMMA"]
 
 #: a call in a Markdown code fence (```json ... ```) instead of the template's envelope
 FENCED_BLOCK = "fenced_block"
@@ -26,8 +26,12 @@ MISSING_CLOSE = "missing_close"
 #: the call's keys spelt otherwise: ``function`` / ``tool`` for the name, ``parameters`` / ``args`` /
 #: ``input`` for the arguments, OpenAI's ``{"type": "function", "function": {...}}``, ``{NAME: {...}}``
 KEY_VARIANTS = "key_variants"
+#: the tool's name written with other separators or case (``prob_dist.binomial`` for the tool
+#: ``prob_dist_binomial``): only when it names exactly one tool once ``.``, ``-``, ``_``, blanks and case
+#: are set aside
+NAME_VARIANT = "name_variant"
 #: text where the template's format admits none (after the calls): the calls stand, the text stays content
 STRAY_TEXT = "stray_text"
 
 RULES = (FENCED_BLOCK, BARE_JSON, INLINE_JSON, PYTHON_CALL, SINGLE_QUOTES, TRAILING_COMMA, ARGUMENTS_STRING,
-         MISSING_CLOSE, KEY_VARIANTS, STRAY_TEXT)
+         MISSING_CLOSE, KEY_VARIANTS, NAME_VARIANT, STRAY_TEXT)

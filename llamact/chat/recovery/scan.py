@@ -8,7 +8,8 @@
 What is a call here (each only when every call it holds validates against the tools, see
 ``reader``): a Markdown code fence whose body is calls (`FENCED_BLOCK`; never closed:
 `MISSING_CLOSE` too); a JSON value on lines of its own, starting a line, that is calls
-(`BARE_JSON`); a Python call ``f(a=1)`` of a tool on a line of its own (`PYTHON_CALL`); and with
+(`BARE_JSON`); a Python call ``f(a=1)`` of a tool (or a name variant of it, see ``reader``) on a
+line of its own (`PYTHON_CALL`); and with
 ``inline``, a call's JSON object anywhere in the text (`INLINE_JSON`). A call is taken out with its
 line(s) and the whitespace after it; everything else stays content, in order. A fence whose body
 cannot begin a call (by its first character) is content at once, up to its closing fence.
@@ -83,7 +84,6 @@ class ContentScan:
         self._reader = reader
         self._inline = inline
         self._start = start
-        self._names = reader.names
         self._text = ""
         self._state: _State | None = None
         self._view = ""
@@ -168,10 +168,9 @@ class ContentScan:
         else:
             m = _IDENTIFIER.match(text, head)
             name = m.group() if m is not None else ""
-            if name and m is not None and m.end() == n and not final \
-                    and any(tool.startswith(name) for tool in self._names):
+            if name and m is not None and m.end() == n and not final and self._reader.may_name(name):
                 raise _Undecided(line_start)
-            if name in self._names and text.startswith("(", head + len(name)):
+            if name and self._reader.resolve(name) is not None and text.startswith("(", head + len(name)):
                 self._bracketed(state, text, line_start, head, head + len(name), final, PYTHON_CALL)
             else:
                 self._rest_of_line(state, text, final)
@@ -227,8 +226,8 @@ class ContentScan:
             return False
         name = m.group()
         if m.end() == len(text) and not final:
-            return any(tool.startswith(name) for tool in self._names)
-        return name in self._names
+            return self._reader.may_name(name)
+        return self._reader.resolve(name) is not None
 
     def _bracketed(self, state: _State, text: str, line_start: int, head: int, opening: int, final: bool,
                    rule: str) -> None:

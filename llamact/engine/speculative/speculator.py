@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...native.guided import GuidedSampler
+from ...native.matcher_grammar import MatcherGrammar
 from ...native.model import Model
 from ...native.sampler import Grammar, SamplerChain
 from .draft_model import DraftJob, DraftModel
@@ -102,7 +103,7 @@ class Speculator:
         if isinstance(sampler, GuidedSampler):
             grammar, prefill = sampler.grammar, sampler.grammar_prefill
         else:
-            grammar = next((s for s in sampler.specs if isinstance(s, Grammar)), None)
+            grammar = next((s for s in sampler.specs if isinstance(s, (Grammar, MatcherGrammar))), None)
             prefill = ()
         if grammar is None or grammar.lazy:   # a lazy grammar waits for a trigger the drafts cannot see
             return None

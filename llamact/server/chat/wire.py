@@ -213,7 +213,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
                                "enable_thinking": defaults.enable_thinking,
                                # --upstream-compat: llama-server's events, deltas and errors (the
                                # default: create()'s, deviations 2-5 and 17)
-                               "upstream_compat": defaults.upstream_compat}
+                               "upstream_compat": defaults.upstream_compat,
+                               # --lenient-schemas: the server checked the schema its way (wire/request.py)
+                               "lenient_schema": defaults.lenient_schemas}
     for name, option, read in _CHAT_FIELDS:
         if body.get(name) is not None:
             value = read(body, name)
@@ -224,9 +226,9 @@ def read_chat(body: Json, defaults: RequestDefaults) -> ChatCall:
     if body.get("json_schema") is not None and not _names_a_schema(body.get("response_format")):
         # llama-server's own field: a schema for the reply, unless response_format names one itself
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": body["json_schema"]}}
-    if options.get("grammar"):
-        check_grammar(options["grammar"])
-    options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     params = generation_params(body, defaults)
+    if options.get("grammar"):
+        check_grammar(options["grammar"], engine=params.grammar_engine)
+    options.update(_chat_logprobs(body, bool(body.get("tools")) and stream))
     return ChatCall(ChatRequest(body["messages"], **options), params, stream, _include_usage(body),
                     read_id_slot(body))

@@ -75,13 +75,13 @@ def read_completion(body: Json, defaults: RequestDefaults) -> CompletionCall:
         logprobs = body["logprobs"]
         body = {**body, "n_probs": int(logprobs) if isinstance(logprobs, bool) else logprobs}
     params = generation_params(body, defaults)
-    params = replace(params, grammar=_raw_grammar(body, defaults))
+    params = replace(params, grammar=_raw_grammar(body, defaults, params.grammar_engine))
     return CompletionCall(prompts, params, _flag(body, "stream"), body, _flag(body, "return_tokens"),
                           _flag(body, "timings_per_token"), params.top_logprobs if params.logprobs else 0,
                           read_id_slot(body))
 
 
-def _raw_grammar(body: Json, defaults: RequestDefaults) -> str | None:
+def _raw_grammar(body: Json, defaults: RequestDefaults, engine: str) -> str | None:
     """A raw completion's constraint as llama-server reads it: ``json_schema`` (converted; an empty
     object means any object) unless ``grammar`` is given, else the ``grammar`` string."""
     if "json_schema" in body and "grammar" not in body:
@@ -99,7 +99,7 @@ def _raw_grammar(body: Json, defaults: RequestDefaults) -> str | None:
         return None
     if not isinstance(grammar, str):
         raise RequestError("'grammar' must be a string")
-    return check_grammar(grammar) if grammar else None
+    return check_grammar(grammar, engine=engine) if grammar else None
 
 
 # -- the answer, in OpenAI's shape --------------------------------------------------------------------

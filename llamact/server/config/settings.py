@@ -187,6 +187,10 @@ class ServerSettings(BaseSettings):
     mirostat_ent: float | None = option(None, "--mirostat-ent", sampling="mirostat_tau",
                                         help=f"Mirostat target entropy, tau (default {_G.mirostat_tau})")
     seed: int | None = option(None, "-s", "--seed", sampling="seed", help="sampling seed (default: random)")
+    grammar_engine: Literal["auto", "llguidance", "llama"] | None = option(
+        None, "--grammar-engine", sampling="grammar_engine",
+        help="engine for grammars, tool calls and schemas: llama (llama.cpp's), llguidance, or auto (llguidance "
+             "for the grammar classes proven equal to llama.cpp's; default); a request's 'grammar_engine' wins")
     # -- images and audio (engine.media; README "Images and audio") ------------------------------------
     mmproj: Path | None = option(None, "-mm", "--mmproj", model="mmproj", metavar="FNAME",
                                  help="the model's multimodal projector GGUF: images / audio in messages")

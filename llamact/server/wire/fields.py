@@ -321,6 +321,10 @@ def sampling_fields(body: Json, vocabulary: Vocabulary | None, n_parallel: int =
         bias.update(dict.fromkeys(vocabulary.eog_tokens(), -math.inf))
     if bias:
         values["logit_bias"] = bias
+    if body.get("grammar_engine") is not None:   # llamact's own: which engine runs this request's grammar
+        if body["grammar_engine"] not in ("auto", "llguidance", "llama"):
+            raise FieldError("grammar_engine", "'grammar_engine' must be one of auto, llguidance, llama")
+        values["grammar_engine"] = body["grammar_engine"]
     for name in [k for k in values if k in BOOL_FIELDS]:
         if name != "cache_prompt":
             values.pop(name)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...chat.request import ChatRequest
 from ...engine import GenerationParams
+from ...engine.grammar_engines import grammar_limits_for
 from ...engine.logprobs import MAX_TOP_LOGPROBS
 from ...engine.sampling import dry_runs
 from ...errors import LlamaException
@@ -133,12 +134,13 @@ def check_dry_breakers(params: GenerationParams, limit: int) -> None:
                            f"before the request starts")
 
 
-def check_grammar(text: str, field: str = "grammar") -> str:
+def check_grammar(text: str, field: str = "grammar", engine: str = "llama") -> str:
     """A grammar from a request, checked before any generation: llama-server answers one that does not
     parse with 400 ("Failed to parse grammar"); llamact's front end says where, and refuses one over
-    the server's grammar limits (``grammar.limits``) with the limit's name."""
+    the server's grammar limits (``grammar.limits``) with the limit's name -- those of the grammar
+    engine the request's ``grammar_engine`` picks (``engine.grammar_engines.grammar_limits_for``)."""
     try:
-        check_grammar_limits(text)
+        check_grammar_limits(text, grammar_limits_for(engine))
     except GrammarLimitError as exc:
         raise RequestError(f"'{field}': {exc}") from None
     except GbnfError as exc:
