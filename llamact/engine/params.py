@@ -20,21 +20,48 @@ from .speculative.params import SpeculativeParams
 
 @dataclass(frozen=True)
 class ModelParams:
-    """How a model is loaded and its context sized.
+    """How a model is loaded and its context sized. ``LlamaEngine.load(path, ModelParams(...))``, or
+    the same fields as keywords: ``LlamaEngine.load(path, n_ctx=2048)``.
 
-    ``n_ctx`` 0 takes the model's training context. ``n_threads`` None uses up to 4 cores.
-    ``n_gpu_layers`` -1 offloads all layers when the build has a GPU backend (no effect on CPU).
-    ``chat_template`` replaces the model's Jinja chat template for every request (None keeps it).
+    Attributes:
+        n_ctx: the context size in tokens; 0 takes the model's training context.
+        n_batch: the most prompt tokens one decode call takes (llama.cpp's ``-b``).
+        n_ubatch: the physical batch size inside a decode (``-ub``).
+        n_threads: CPU threads for generation; None: the cores, at most 4.
+        n_threads_batch: CPU threads for prompt evaluation; None: as ``n_threads``.
+        adaptive_threads: decode one-token steps with fewer threads while other work holds the cores
+            (llama.cpp's spinning barriers collapse on shared cores); False keeps exactly ``n_threads``.
+        n_gpu_layers: layers to offload to the GPU; -1: all of them (no effect on a CPU build).
+        main_gpu: with ``split_mode="none"``, the device used (an index into the devices used).
+        split_mode: "layer" spreads whole layers over the devices, "row" splits tensors across them,
+            "none" uses ``main_gpu`` alone.
+        tensor_split: each device's share of the model, e.g. ``[3, 1]``.
+        devices: the devices to offload to, by name (``llamact.devices()``); None: every GPU; ``[]``: none.
+        rpc_servers: ``"host:port"`` of ggml RPC servers (``llamact rpc-server``), added ahead of the
+            local devices; each is probed first.
+        use_mmap: map the weights from the file instead of reading them into memory.
+        flash_attn: flash attention on or off; None lets llama.cpp decide.
+        type_k: the KV cache's K element type ("f16" by default; "q8_0", "q4_0", ... save memory).
+        type_v: the KV cache's V element type; a quantized V cache needs flash attention.
+        chat_template: Jinja source replacing the model's chat template for every request (None
+            keeps the model's; a request's ``custom_template`` wins over it).
+        n_seq_max: sequences the context holds at once (the server's slots); each gets
+            ``n_ctx / n_seq_max`` positions.
+        loras: LoRA adapters applied from the start: ``(path of an adapter GGUF, scale)`` pairs.
+        mmproj: the model's multimodal projector GGUF, for images and audio (llama-server's ``--mmproj``).
+        mmproj_offload: run the projector's encoder on the GPU (False: on the CPU).
+        image_min_tokens: the least tokens a dynamic-resolution projector gives an image; -1: its own.
+        image_max_tokens: the most tokens a dynamic-resolution projector gives an image; -1: its own.
+        media_path: the folder ``file://`` URLs in a request may be read from; None refuses them.
+        media_fetch: download ``http(s)://`` URLs in a request (at most 10 MB in 10 s); False refuses them.
+        media_max_pixels: the largest image, in pixels, read from its header before decoding.
+        media_max_audio_seconds: the longest audio accepted.
+        speculative: speculative decoding (``SpeculativeParams``); None: off.
 
-    Placement (llama.cpp's ``-ngl``, ``-sm``, ``-mg``, ``-ts``, ``-dev``, ``--rpc``): ``devices``
-    names the devices to offload to (``llamact.devices()`` lists them; None lets llama.cpp pick
-    every GPU); ``split_mode`` "layer" spreads whole layers over them, "row" splits tensors
-    across them, "none" uses ``main_gpu`` (an index into the devices used) alone;
-    ``tensor_split`` gives each device's share. ``rpc_servers`` ("host:port" of ggml-rpc-servers,
-    see ``llamact rpc-server``) adds remote devices ahead of the local ones; each is probed first.
-    ``flash_attn`` None lets llama.cpp decide; ``type_k``/``type_v`` set the KV cache's element
-    type ("f16" by default; "q8_0", "q4_0", ... save memory; a quantized V cache needs flash
-    attention).
+    Raises:
+        LlamaModelException: from ``LlamaEngine.load``, for a value llama.cpp's loader refuses.
+        LlamaContextException: from ``LlamaEngine.load``, for a context size, thread count or KV type
+            llama.cpp refuses.
     """
 
     n_ctx: int = 4096
@@ -138,13 +165,55 @@ SAMPLER_NAMES = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "
 
 @dataclass(frozen=True)
 class GenerationParams:
-    """Sampling and stopping, with llama.cpp's defaults and its sampler order.
+    """Sampling and stopping, with llama.cpp's defaults and its sampler order. Pass one as
+    ``params=``, or its fields as keywords: ``create(messages, temperature=0, max_tokens=64)``.
 
-    ``greedy`` (or ``temperature`` <= 0) always takes the most likely token. ``max_tokens`` -1
-    generates until an end-of-generation token, a stop string, or a full context.
-    ``cache_prompt`` (llama-server's): reuse the KV cache for the prompt's prefix in common with
-    what the context holds from the previous generation, evaluating only the rest; False clears
-    the KV cache and evaluates the whole prompt.
+    Attributes:
+        max_tokens: the most tokens to generate; -1: until an end-of-generation token, a stop string,
+            or a full context.
+        temperature: sampling temperature; 0 or below is greedy.
+        top_k: keep the k most likely tokens (0: all).
+        top_p: keep the most likely tokens up to this cumulative probability (1.0: all).
+        min_p: drop tokens below this fraction of the most likely one's probability.
+        typical_p: locally typical sampling (1.0: off).
+        top_n_sigma: keep tokens within n standard deviations of the top logit (-1: off).
+        xtc_probability: the chance that XTC removes the top choices (0: off).
+        xtc_threshold: XTC's probability threshold.
+        dynatemp_range: dynamic temperature's range around ``temperature`` (0: off).
+        dynatemp_exponent: dynamic temperature's exponent.
+        repeat_penalty: penalty for tokens among the last ``repeat_last_n`` (1.0: off).
+        repeat_last_n: how many recent tokens the penalties look at (-1: the whole context).
+        frequency_penalty: penalty growing with how often a token appeared (0: off).
+        presence_penalty: penalty for a token that appeared at all (0: off).
+        dry_multiplier: DRY's strength against repeated sequences (0: off).
+        dry_base: DRY's base.
+        dry_allowed_length: repeats up to this length are not penalised by DRY.
+        dry_penalty_last_n: how many recent tokens DRY looks at (-1: the whole context).
+        mirostat: 0 off, 1 Mirostat, 2 Mirostat 2.0 (replaces the other samplers).
+        mirostat_tau: Mirostat's target entropy.
+        mirostat_eta: Mirostat's learning rate.
+        min_keep: the fewest tokens each sampler keeps.
+        seed: the sampling seed; None: random.
+        greedy: always take the most likely token.
+        logit_bias: token id to a bias added to its logit (``-inf`` bans it).
+        dry_sequence_breakers: strings that end a sequence for DRY.
+        samplers: the samplers between the logit bias and the selecting one, in order, by llama.cpp's
+            names (one left out is not run).
+        grammar: a GBNF grammar the text must follow.
+        stop: a stop string, or a list of them; the text stops before it.
+        render_special: write special tokens into the text.
+        cache_prompt: reuse the KV cache for the prompt's prefix in common with what the context
+            holds (llama-server's); False evaluates the whole prompt.
+        logprobs: record each generated token's log-probability (from the raw logits, before the
+            sampler chain, as llama-server).
+        top_logprobs: how many most likely alternatives each logprob entry lists.
+        logits_processors: functions ``f(token_ids, logits)`` run in order on each token's logits row
+            before sampling (in place, or returning a new row).
+        speculative: False: no speculative decoding for this request, though the engine has it; it
+            never changes what is sampled.
+
+    Raises:
+        LlamaRequestException: a stop or sequence-breaker value that is not text.
     """
 
     max_tokens: int = 256

@@ -71,7 +71,18 @@ def validate_output(output: Any, text: str, finish_reason: str | None = None) ->
 
 def parse_structured_json(stream: Iterable[Any], output: Any = None) -> Any:
     """Run an already started ``create()`` stream (one made with a ``response_format``) to its end
-    and return its answer: validated as ``output`` when given, else the parsed JSON value."""
+    and return its answer.
+
+    Args:
+        stream: the ``ChatStream`` from ``create(..., response_format=...)``.
+        output: what to validate the answer as (a pydantic model class, a TypedDict or dataclass, a
+            JSON schema dict); None: return the parsed JSON value.
+
+    Raises:
+        LlamaRequestException: ``stream`` is not a ``create()`` stream.
+        LlamaInferenceException: the answer is not JSON, was cut off, or fails validation (the raw
+            text in ``details["raw"]``).
+    """
     completion = getattr(stream, "completion", None)
     if completion is None:
         raise LlamaArgumentException("parse_structured_json needs a create() stream")

@@ -96,12 +96,27 @@ class ChatSession:
     history and the tools -- is counted in tokens, and the oldest turns are left out of the request
     by binary search over the places where a user message starts. ``last_request_fit_context`` says
     whether the last request fit (False: it was refused with LlamaContextException), and
-    ``last_request_dropped`` how many of the oldest history messages it left out.
+    ``last_request_dropped`` how many of the oldest history messages it left out. The session's state
+    is plain data: ``system_prompt``, ``history`` and the request options.
 
-    The remaining keyword arguments (``custom_template``, ``chat_template_kwargs``,
-    ``enable_thinking``, ``reasoning_format``, ...) are passed to every ``engine.create`` call;
-    per-call keywords win. The session's state is plain data: ``system_prompt``, ``history`` and
-    these options.
+    Args:
+        engine: the model to talk to (a ``LlamaEngine`` or a ``LitertEngine``).
+        system_prompt: the system message, kept in every request; None: none.
+        max_context_tokens: the tokens a request may take, reply reserve included; None: the context size.
+        params: sampling and stopping for every request; None: ``GenerationParams()``'s defaults.
+        **request_options: ``ChatRequest`` fields passed to every ``engine.create`` call
+            (``custom_template``, ``chat_template_kwargs``, ``enable_thinking``, ``reasoning_format``,
+            ...); per-call keywords win.
+
+    Raises:
+        LlamaRequestException: an option that is not a ``ChatRequest`` field.
+
+    Example:
+        ```python
+        session = ChatSession(engine, "You are terse.")
+        print(session.send("Name a prime number.").content)
+        print(session.send("And the next one?").content)   # the history goes with it
+        ```
     """
 
     def __init__(self, engine: LlamaEngine | LitertEngine, system_prompt: str | None = None, *,
@@ -146,13 +161,32 @@ class ChatSession:
     def create(self, content: str | Sequence[Json] | None = None, *, role: str = "user",
                continue_previous_turn: bool = False, tools: Any = None, tool_choice: Any = "auto",
                params: GenerationParams | None = None, **options: Any) -> SessionStream:
-        """Append ``content`` (text, or OpenAI content parts) as a ``role`` message and stream the
-        reply; the reply joins the history when the stream ends. ``continue_previous_turn=True``
-        instead continues the last assistant message (``content`` must be None): its text is extended
-        in place. Raises LlamaContextException, before generating, when even the newest turn with
-        the system prompt does not fit (the new message stays in the history). Keywords that are
-        ``GenerationParams`` fields (``temperature``, ``max_tokens``, ...) are set over ``params``
-        (or the session's), as for ``LlamaEngine.create``."""
+        """Append ``content`` as a ``role`` message and stream the reply; the reply joins the history
+        when the stream ends (a stream closed before its end adds nothing).
+
+        Args:
+            content: text, or OpenAI content parts (text, images, audio); None: answer the history as
+                it stands.
+            role: the new message's role.
+            continue_previous_turn: continue the last assistant message instead (``content`` must be
+                None): its text is extended in place.
+            tools: OpenAI tool dicts for this request.
+            tool_choice: as for ``LlamaEngine.create()``.
+            params: sampling and stopping for this request; None: the session's.
+            **options: ``ChatRequest`` fields for this request (over the session's), and
+                ``GenerationParams`` fields (``temperature``, ``max_tokens``, ...), set over ``params``.
+
+        Returns:
+            A ``SessionStream`` of ``ChatChunk`` values.
+
+        Raises:
+            LlamaContextException: before generating, when even the newest turn with the system prompt
+                does not fit (the new message stays in the history).
+            LlamaStateException: nothing to answer, or ``continue_previous_turn`` without an assistant
+                message last.
+            LlamaRequestException: ``content`` given with ``continue_previous_turn``, or a bad option.
+            LlamaException: what ``LlamaEngine.create()`` raises.
+        """
         sampling_keywords, options = split_sampling_keywords(options, CHAT_REQUEST_OWNED)
         if sampling_keywords:
             params = with_sampling_keywords(params or self.params, sampling_keywords)
@@ -170,18 +204,70 @@ class ChatSession:
         return SessionStream(self, stream, continue_previous_turn)
 
     def send(self, content: str | Sequence[Json] | None = None, **kwargs: Any) -> ChatCompletion:
-        """``create()`` run to its end: the reply as a ``ChatCompletion`` (also in the history)."""
+        """``create()`` run to its end: the reply as a ``ChatCompletion`` (also in the history).
+
+        Args:
+            content: as for ``create()``.
+            **kwargs: ``create()``'s keywords.
+
+        Raises:
+            LlamaException: what ``create()`` raises.
+        """
         with self.create(content, **kwargs) as stream:
             return stream.completion()
 
     def send_with_tools(self, content: str | Sequence[Json] | None, tools: Sequence[Any], **kwargs: Any
                         ) -> ToolLoopResult:
-        """Run the tool loop: see ``llamact.session.tools.run_tool_loop`` for the arguments."""
+        """Run the tool loop: send ``content``, run each tool the model calls, give it the results, and
+        repeat until it answers in text (or a limit stops the loop).
+
+        Args:
+            content: the user's message (text or content parts); None: answer the history as it stands.
+            tools: Python functions (sync or async: the signature and docstring become the schema, the
+                arguments are validated with pydantic before the call), ``Tool`` values, or OpenAI tool
+                dicts for tools the caller runs itself.
+            **kwargs: ``max_rounds`` (default 5), ``tool_choice`` (for the first round; later rounds
+                use "auto"), ``on_tool_call(call)`` (sees each ``ToolCallRequest`` before its tool
+                runs; a return value other than None is used as the result instead), ``on_tool_error``
+                (None: the model reads ``"Error: <type>: <message>"``; ``"raise"``: re-raise after
+                rolling the round back; a function ``(call, exception) -> result``), ``params``, and
+                ``create()``'s keywords for each request (``llamact.session.tools.run_tool_loop``).
+
+        Returns:
+            A ``ToolLoopResult``: ``stop_reason`` ("completed", "max_rounds", "unhandled_tool_calls",
+            "context_exceeded", "truncated", "cancelled"), the new ``messages``, the final
+            ``content``, ``pending_tool_calls``.
+
+        Raises:
+            ValueError: ``max_rounds`` below 1.
+            LlamaException: what ``create()`` raises, except a context overflow, which ends the loop
+                with "context_exceeded"; with ``on_tool_error="raise"``, the tool's own exception.
+
+        Example:
+            ```python
+            def get_weather(city: str) -> str:
+                '''Get the current weather in a city.'''
+                return f"Sunny in {city}"
+
+            result = session.send_with_tools("What's the weather in Paris?", [get_weather])
+            print(result.stop_reason, result.content)
+            ```
+        """
         return run_tool_loop(self, content, tools, **kwargs)
 
     def create_structured(self, content: str | Sequence[Json] | None, output: Any, **kwargs: Any) -> Any:
         """Ask for an answer shaped by ``output`` (see ``LlamaEngine.create_structured``); the JSON
-        reply joins the history and the validated object is returned."""
+        reply joins the history and the validated object is returned.
+
+        Args:
+            content: as for ``create()``.
+            output: a pydantic model class, a TypedDict or dataclass, or a JSON schema dict.
+            **kwargs: ``create()``'s keywords.
+
+        Raises:
+            LlamaUnsupportedException: a schema keyword the grammar cannot enforce.
+            LlamaInferenceException: an answer cut off or failing validation (``details["raw"]``).
+        """
         from ..engine.structured import response_format_for, validate_output
 
         schema = response_format_for(output)
@@ -189,9 +275,19 @@ class ChatSession:
         return validate_output(output, reply.content, reply.finish_reason)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save the conversation and the engine's KV cache into the directory ``path``, so that
+        """Save the conversation and the engine's KV cache into a directory, so that
         ``ChatSession.load`` resumes it without evaluating the history again (see
-        ``llamact.session.persistence``). Call it between requests, after the last reply."""
+        ``llamact.session.persistence``). Call it between requests, after the last reply.
+
+        Args:
+            path: the directory to write (created if needed).
+
+        Returns:
+            The directory.
+
+        Raises:
+            LlamaStateException: the engine is generating, or the state cannot be written.
+        """
         record = SavedSession(type(self).__name__, self.system_prompt, self.max_context_tokens, self.params,
                               self.request_options, self.history, self.template_clock())
         return save_session(self.engine, record, path)
@@ -199,8 +295,16 @@ class ChatSession:
     @classmethod
     def load(cls, engine: LlamaEngine | LitertEngine, path: str | os.PathLike[str]) -> ChatSession:
         """The session saved in ``path`` (a ``ChatSession`` or ``TemplateTimeChatSession``, as saved)
-        on ``engine``, its KV cache restored. Raises LlamaStateException for another model's session
-        or a state the context cannot take, leaving the engine's cache empty."""
+        on ``engine``, its KV cache restored, so the next turn evaluates only the new message.
+
+        Args:
+            engine: the engine to continue on: the same model the session was saved with.
+            path: a directory ``save()`` wrote.
+
+        Raises:
+            LlamaStateException: another model's session, a damaged directory, or a state the context
+                cannot take; the engine's cache is then left empty.
+        """
 
         def build(record: SavedSession) -> ChatSession:
             options = dict(record.request_options)

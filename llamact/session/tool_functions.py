@@ -63,7 +63,17 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class Tool:
-    """A Python function the model may call: ``name``, ``description``, ``parameters`` (JSON schema)."""
+    """A Python function the model may call. ``ChatSession.send_with_tools()`` makes one of each
+    function it is given (``Tool.from_function``: the name, the docstring's first paragraph as the
+    description, the signature's annotations as the parameters' schema, through pydantic).
+
+    Attributes:
+        name: the function's name, as the model calls it.
+        description: what the model reads about it.
+        parameters: the arguments' JSON schema.
+        function: the Python callable (sync or async); None for a tool the caller runs itself.
+        arguments_model: the pydantic model the arguments are validated with before the call.
+    """
 
     name: str
     description: str

@@ -67,8 +67,20 @@ class ToolCallRequest:
 
 @dataclass
 class ToolLoopResult:
-    """How the loop ended (see the module doc). ``messages`` are the history messages this call
-    added (the user message, each reply and tool result), ``completion`` the last reply."""
+    """How ``ChatSession.send_with_tools()`` ended.
+
+    Attributes:
+        stop_reason: "completed" (the model answered in text), "max_rounds", "unhandled_tool_calls"
+            (a call of a tool given as an OpenAI dict, which the caller runs), "context_exceeded",
+            "truncated" (a reply hit ``max_tokens``) or "cancelled" (``session.cancel()``).
+        messages: the history messages this call added: the user message, each reply and tool result.
+        pending_tool_calls: the calls the model made that were not run (at ``max_rounds``, or for the
+            caller to run).
+        rolled_back: the last round's unfinished reply (truncated, cancelled or cut by a full context)
+            was removed from the history, so the history stays a valid conversation.
+        rounds: how many requests the loop made.
+        completion: the last reply (a ``ChatCompletion``).
+    """
 
     stop_reason: LoopStopReason
     messages: list[dict[str, Any]]

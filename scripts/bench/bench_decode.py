@@ -616,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": platform.machine(),
             "cpu_count": os.cpu_count(),
             "loadavg_start": load_before,
+            "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
             "rows": rows,
             "per_token": per_token,
             "warnings": warnings,

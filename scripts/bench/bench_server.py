@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = args.model or smollm2_path()
     bias = banned_tokens(model)
+    load_start = os.getloadavg()   # the machine's load, recorded with the results (a shared machine is noisy)
     ports: dict[str, int] = {}
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -236,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = table["llamact"][clients]["tok_per_s"] / table[other][clients]["tok_per_s"]
             print(f"llamact / {other:17} clients={clients:2}: {ratio:.2f}x tok/s")
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": table},
-                                        indent=1))
+        machine = {"cpu_count": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine,
+                                         "results": table}, indent=1))
     return 0
 
 

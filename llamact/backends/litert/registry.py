@@ -88,3 +88,5 @@ def _template_source(file: str) -> str:
 #: ``liteRtLmQwen3ChatTemplate``): set it as ``ModelParams.chat_template`` for a renamed Qwen 3 bundle
 #: that declares no model type.
 LITERT_LM_QWEN3_CHAT_TEMPLATE: str = QWEN3.template()
+"""The canonical Qwen 3 chat template, as the installed llamact ships it: give it to a renamed Qwen 3
+``.litertlm`` bundle that declares no model type, ``ModelParams(chat_template=LITERT_LM_QWEN3_CHAT_TEMPLATE)``."""

@@ -47,7 +47,18 @@ class SpeculativeParams:
     ``draft_n_max`` tokens greedily, stopping below ``draft_p_min``), and llamact's ``grammar``
     (the text the request's grammar forces next: a named tool call's envelope, a schema's keys).
     ``draft_n_ctx`` 0 gives the draft the target's context size; ``draft_n_threads`` /
-    ``draft_n_threads_batch`` None take the target's.
+    ``draft_n_threads_batch`` None take the target's. ``SpeculativeParams.default()`` is llama-server's
+    ``--spec-default``.
+
+    Raises:
+        LlamaModelException: an unknown or unsupported type, a value out of upstream's bounds, a
+            ``draft-simple`` type without a draft model or a draft model without it.
+
+    Example:
+        ```python
+        spec = SpeculativeParams(types=("ngram-map-k",))
+        engine = LlamaEngine.load("model.gguf", ModelParams(speculative=spec))
+        ```
     """
 
     types: tuple[str, ...] = ()
