@@ -182,6 +182,7 @@ class SharedHandle(NativeHandle):
         self._unpinned = threading.Condition(self._close_lock)
         self._pins = 0                         # pins in progress, every thread's
         self._own_pins = threading.local()     # this thread's (its own never block it)
+        self._closing = False                  # close() waits for the pins: new ones wait for it
 
     def pinned(self) -> _SharedPin:  # type: ignore[override]
         return _SharedPin(self)
@@ -193,6 +194,25 @@ class SharedHandle(NativeHandle):
     def _wait_unpinned(self) -> None:
         while self._pins > getattr(self._own_pins, "n", 0):
             self._unpinned.wait()
+
+    def close(self) -> None:
+        """As ``NativeHandle.close()``, but the pointer is taken away only once the pins in progress
+        have ended (new ones wait meanwhile): what the exclusive lock gave. A pinned call that made
+        a native object of this handle's (a context, a sampler holding its vocabulary) has then
+        registered it as a dependent before close() looks at the dependents, and no call runs on
+        with the pointer once it is gone (a soak of 16 threads closing an engine mid-generation
+        corrupted the heap without this)."""
+        with self._close_lock:
+            self._closing = True
+            try:
+                self._wait_unpinned()
+                ptr, self._ptr = self._ptr, None
+                if ptr is not None:
+                    self._unfreed = ptr
+            finally:
+                self._closing = False
+                self._unpinned.notify_all()
+        super().close()
 
 
 class _SharedPin:
@@ -206,6 +226,8 @@ class _SharedPin:
     def __enter__(self) -> int:
         handle = self._handle
         with handle._close_lock:
+            while handle._closing and not getattr(handle._own_pins, "n", 0):
+                handle._unpinned.wait()
             ptr = handle._ptr
             if ptr is None:
                 raise handle._closed_error()
