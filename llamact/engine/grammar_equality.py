@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LlamaException
+from ..errors import LlamaException, LlamaInferenceException
 from ..native import sampler as s
 from ..native.matcher_grammar import GrammarProbe
 from ..native.model import Model
@@ -49,8 +49,9 @@ SLOW_STEP_S = 10.0   # a step of llama.cpp's grammar slower than this ends the c
 INVALID_UTF8 = "invalid-utf8"   # deviation 20: llama.cpp admits a continuation byte that makes invalid UTF-8
 
 
-class _TooSlow(LlamaException):
-    pass
+class _TooSlow(LlamaInferenceException):
+    """A walk step on llama.cpp's grammar ran past SLOW_STEP_S: the walk ends (an inference-kind
+    failure of the engine under comparison, caught with the others below)."""
 
 
 @dataclass(frozen=True)
