@@ -51,7 +51,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from ..http.body import json_body
 from ..http.errors import RequestError, error_response, exception_response
-from ..models.gateway_metrics import GatewayGauges, kv_cells
+from ..models.gateway_metrics import GatewayGauges, kv_cells, on_slots
 from ..models.model_router import ModelEntry, ModelRouter, model_meta
 from ..models.state import STATE_KEY, state_of
 from ..serving.lora import parse_lora_request
@@ -134,7 +134,8 @@ async def metrics(request: Request) -> Response:
     text = state.metrics.prometheus(running, waiting, worker.n_cancelled, *decodes,
                                     speculative=speculator.totals if speculator else None)
     adapters_running, adapters_waiting = state.metrics.adapters.snapshot()
-    gateway = GatewayGauges(waiting, running, *kv_cells(state.engine, scheduler), len(state.loras),
+    gateway_waiting, gateway_running = on_slots(waiting, running, scheduler.n_active if scheduler else None)
+    gateway = GatewayGauges(gateway_waiting, gateway_running, *kv_cells(state.engine, scheduler), len(state.loras),
                             tuple(adapters_running), tuple(adapters_waiting))
     return PlainTextResponse(text + gateway.prometheus(), media_type="text/plain; version=0.0.4")
 

@@ -10,8 +10,9 @@ in kubernetes-sigs/gateway-api-inference-extension: ``--total-queued-requests-me
 flags beside it) are vLLM's names, so llamact answers under those names and the picker needs no flag:
 
 * ``vllm:num_requests_waiting`` (gauge): requests accepted and not yet on a slot (llama-server's
-  ``requests_deferred``);
-* ``vllm:num_requests_running`` (gauge): requests on a slot (``requests_processing``);
+  ``requests_deferred``, and those being prepared, which ``requests_processing`` counts);
+* ``vllm:num_requests_running`` (gauge): requests on a slot, never more than the slots (see
+  ``on_slots``);
 * ``vllm:kv_cache_usage_perc`` (gauge, 0 to 1): the KV cells that hold a token over all cells of the
   context, every slot together -- a slot's kept prompt cache counts (llama.cpp keeps those cells
   filled until another request needs them); ``vllm:gpu_cache_usage_perc`` carries the same value
@@ -38,7 +39,7 @@ from typing import Any
 
 from ...errors import LlamaException
 
-__all__ = ["AdapterUse", "GatewayGauges", "adapter_names", "kv_cells"]
+__all__ = ["AdapterUse", "GatewayGauges", "adapter_names", "kv_cells", "on_slots"]
 
 
 def adapter_names(loras: Iterable[Iterable[Any]], scales: Iterable[float]) -> tuple[str, ...]:
@@ -56,6 +57,17 @@ def kv_cells(engine: Any, scheduler: Any = None) -> tuple[int, int]:
         return len(engine.context_tokens), total
     except LlamaException:   # LiteRT-LM: no cells to count
         return 0, 0
+
+
+def on_slots(waiting: int, processing: int, on_a_slot: int | None) -> tuple[int, int]:
+    """(waiting, running) as a gateway reads them from llama-server's (deferred, processing) and the
+    sequences on a slot: processing also counts requests being prepared (their prompt tokenized, a
+    grammar built) while every slot may be busy, and a picker that reads running beyond the slots
+    misjudges the load, so those count as waiting. ``on_a_slot`` None: one request at a time."""
+    if on_a_slot is None:
+        return waiting, processing
+    running = min(on_a_slot, processing)
+    return waiting + processing - running, running
 
 
 def _holds_slot(job: Any) -> bool:
