@@ -112,6 +112,12 @@ class LiveServer:
             process.kill()
             process.wait(timeout=15)
 
+    def log_text(self) -> str:
+        """The whole log: its start lines stay readable however much the requests since then wrote."""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
     def log_tail(self, n: int = 4000) -> str:
         self._log.flush()
         self._log.seek(0, os.SEEK_END)
