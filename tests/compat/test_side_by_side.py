@@ -290,9 +290,10 @@ def test_tool_call_parsed_where_the_peer_returns_text(peer_answers: dict[str, An
 
 def test_required_tool_choice_is_the_engines(peer_answers: dict[str, Any], llms: dict[tuple[str, bool], Llama]) -> None:
     """tool_choice="required": the peer honours only a named choice (its reply is free, here small
-    talk). llamact's is the engine's, which is llama-server's: upstream's grammar for this template
-    lets content come before the call that must follow (``root ::= ... until? tool-calls``), so within
-    40 tokens the small talk runs out the budget ("length") instead of making a call."""
+    talk). llamact's is the engine's: by deviation 19 the grammar is upstream's with its content taken
+    out (``root ::= ... tool-call (space tool-call)*``), so the model must open with the call; within 40
+    tokens it writes one and begins a second, the budget runs out ("length"), and a cut-short reply
+    carries no call (deviation 5), in the shim as in the engine."""
     theirs = _peer(peer_answers, "tool/required-hermes")["choices"][0]
     assert "tool_calls" not in theirs["message"] and theirs["message"]["content"]
     case = CASES["tool/required-hermes"]
@@ -301,7 +302,9 @@ def test_required_tool_choice_is_the_engines(peer_answers: dict[str, Any], llms:
     llm.reset()
     engine = llm.engine.complete_chat(case["kwargs"]["messages"], tools=case["kwargs"]["tools"], tool_choice="required",
                                       max_tokens=case["kwargs"]["max_tokens"], temperature=0, repeat_penalty=1.0)
-    assert (ours["message"]["content"], ours["finish_reason"]) == (engine.content or None, engine.finish_reason)
+    assert engine.text.startswith("<tool_call>"), engine.text
+    assert (ours["message"]["content"], ours["finish_reason"]) == (engine.content, engine.finish_reason)
+    assert "tool_calls" not in ours["message"] and not engine.tool_calls
     grammar = llm.engine.chat_template(case["kwargs"]["messages"], tools=case["kwargs"]["tools"],
                                        tool_choice="required").grammar
     assert grammar is not None and next(line for line in grammar.splitlines()
