@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from llamact import GenerationParams
+from llamact.engine import grammar_engines as glue
 from llamact.errors import LlamaInferenceException
 from llamact.grammar import json_schema_to_grammar, parse_gbnf
 from llamact.grammar.engines import (
@@ -42,6 +43,18 @@ def test_grammar_classes() -> None:
     assert grammar_class("template", lazy=False) == "template"
     assert grammar_class("user", lazy=False) == "user"
     assert PROVEN_CLASSES <= {"template-lazy", "template", "user"}
+
+
+def test_auto_runs_template_grammars_on_llguidance_and_a_callers_on_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: the template classes (tool calls under every tool_choice, response_format) are proven
+    equal and their suites pass on llguidance, so ``auto`` takes it; a caller's own grammar stays on
+    llama.cpp's engine (deviation 20 aside, its limits are the ones the caller wrote for)."""
+    assert PROVEN_CLASSES == {"template-lazy", "template"}
+    monkeypatch.setattr(glue, "PROVEN_CLASSES", PROVEN_CLASSES)   # the shipped one, whatever the run's engine
+    for cls in ("template-lazy", "template"):
+        choice = glue.choose_grammar_engine("auto", cls)
+        assert choice.engine == "llguidance", choice
+    assert glue.choose_grammar_engine("auto", "user").engine == "llama"
 
 
 def test_every_lexeme_is_one_code_point() -> None:

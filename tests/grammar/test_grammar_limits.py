@@ -8,6 +8,7 @@ grammars llamact itself makes (templates' tool calls, the schema corpus) must al
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,10 +156,16 @@ def test_the_batched_raw_path_is_checked(engine: LlamaEngine) -> None:
 
 @pytest.mark.model
 def test_a_schema_made_grammar_over_a_limit_is_refused_before_generating(engine: LlamaEngine) -> None:
+    """On llama.cpp's engine; ``auto`` runs a response_format on llguidance (issue 42), where the
+    alternatives limit does not apply and the enum is answered."""
     schema = {"type": "string", "enum": [f"value-{i}" for i in range(4000)]}
+    response_format = {"type": "json_schema", "json_schema": {"schema": schema}}
     with pytest.raises(GrammarLimitError, match="alternatives"):
-        engine.complete_chat([{"role": "user", "content": "pick"}],
-                                 response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+        engine.complete_chat([{"role": "user", "content": "pick"}], response_format=response_format,
+                             params=GenerationParams(grammar_engine="llama"))
+    answer = engine.complete_chat([{"role": "user", "content": "pick"}], response_format=response_format,
+                                  params=GenerationParams(max_tokens=12, greedy=True))
+    assert answer.finish_reason == "stop" and json.loads(answer.content) in schema["enum"], answer.content
     assert engine.complete_chat([{"role": "user", "content": "hi"}],
                                     params=GenerationParams(max_tokens=2)).finish_reason == "length"
 

@@ -1,6 +1,8 @@
 """Grammars and schemas an attacker sends (issue 26, findings 1, 2, 5, 6 and 7), on a live server
 with parallel slots and on the single-slot one: each is a 400 that names what is wrong (a limit by
-its flag), answered at once, and the server goes on serving.
+its flag), answered at once, and the server goes on serving. (Issue 42: a large enum in a
+``response_format`` runs under ``auto``, which takes llguidance for it; on llama.cpp's engine it is
+refused as before.)
 
 Before: a GBNF grammar nested 20,000 deep on ``/v1/completions`` with ``--parallel 2`` killed the
 process (a stack overflow in libllama); an enum of 100,000 values held the only slot for more than
@@ -65,7 +67,14 @@ HOSTILE = [
     ("/v1/chat/completions", {"messages": ASK, "response_format": {
         "type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": -1e30, "maximum": 1e30}}}},
      "min_value"),
+    # row 4 on llama.cpp's engine, asked for by the request (it wins over the server's flag)
+    ("/v1/chat/completions", {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(4000),
+                              "grammar_engine": "llama"}, "--grammar-max-alternatives"),
 ]
+LARGE_ENUM_ON_LLAMA = len(HOSTILE) - 1
+# under auto, a response_format grammar (the "template" class) runs on llguidance, whose limits are
+# not llama.cpp's: the 4,000-value enum is answered (issue 42); the same on llama.cpp's engine is not
+RUN_UNDER_AUTO = {4}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +99,15 @@ def _still_serving(live: LiveServer) -> None:
                          ids=[f"{p.rsplit('/', 1)[-1]}-{i}" for i, (p, _, _) in enumerate(HOSTILE)])
 def test_hostile_grammars_and_schemas_are_400s_on_parallel_slots(two_slot_server: LiveServer, path: str,
                                                                   body: Any, says: str) -> None:
+    """Each is a 400 naming its limit, but the large enum that ``auto`` sends to llguidance: an answer
+    within the enum (cut at 4 tokens)."""
     status, answer = _post(two_slot_server, path, body)
+    if HOSTILE.index((path, body, says)) in RUN_UNDER_AUTO:
+        assert status == 200, answer
+        content = answer["choices"][0]["message"]["content"]
+        assert content and any(f'"value-{i}"'.startswith(content) for i in range(4000)), answer
+        _still_serving(two_slot_server)
+        return
     assert status == 400, answer
     assert answer["error"]["type"] == "invalid_request_error"
     assert says in answer["error"]["message"], answer["error"]["message"]
@@ -98,7 +115,7 @@ def test_hostile_grammars_and_schemas_are_400s_on_parallel_slots(two_slot_server
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("index", [0, 1, 4])
+@pytest.mark.parametrize("index", [0, 1, LARGE_ENUM_ON_LLAMA])
 def test_the_single_slot_server_refuses_them_too(server: LiveServer, index: int) -> None:
     path, body, says = HOSTILE[index]
     status, raw = server.request("POST", path, json.dumps(body).encode(), timeout=60)
@@ -109,7 +126,8 @@ def test_the_single_slot_server_refuses_them_too(server: LiveServer, index: int)
 @pytest.mark.model
 def test_lenient_schemas_generate_as_llama_server_does(smollm2_path: Path) -> None:
     """``--lenient-schemas``: the keyword is ignored and the reply generated (llama-server's way);
-    the grammar limits still hold, and a flag tightens them."""
+    the grammar limits still hold, and a flag tightens them (llama.cpp's engine's: under ``auto`` a
+    ``response_format`` runs on llguidance, whose own bounds apply, issue 42)."""
     with LiveServer("--model", str(smollm2_path), "--threads", "1", "--ctx-size", "1024", "--lenient-schemas",
                     "--grammar-max-alternatives", "20") as live:
         status, answer = _post(live, "/v1/chat/completions", {
@@ -118,9 +136,13 @@ def test_lenient_schemas_generate_as_llama_server_does(smollm2_path: Path) -> No
         assert status == 200, answer
         # greedy: upstream's grammar also admits a ```json fence first, which a sampled reply may take
         assert answer["choices"][0]["message"]["content"].startswith("{")
+        status, answer = _post(live, "/v1/chat/completions", {"messages": ASK, "max_tokens": 4,
+                                                              "grammar_engine": "llama",
+                                                              "response_format": _enum_format(21)})
+        assert status == 400 and "above the limit of 20" in answer["error"]["message"], answer
         status, answer = _post(live, "/v1/chat/completions",
                                {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(21)})
-        assert status == 400 and "above the limit of 20" in answer["error"]["message"], answer
+        assert status == 200, answer
         status, answer = _post(live, "/v1/chat/completions",
                                {"messages": ASK, "max_tokens": 4, "response_format": _enum_format(12)})
         assert status == 200, answer
