@@ -87,8 +87,8 @@ def _params(sampled: bool, tokens: int, grammar_engine: str) -> GenerationParams
 
 def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None, tokens: int, sampled: bool
         ) -> tuple[list[int], float, float, float]:
-    """(tokens, seconds a token after the first, process CPU seconds a token after the first,
-    seconds building the sampler). CPU time counts what this process spends whatever else the
+    """(tokens, seconds a decode step after the first token, process CPU seconds a step, seconds
+    building the sampler). CPU time counts what this process spends whatever else the
     machine runs (the decode thread and the sampler's callbacks)."""
     request = dict(request if grammar_engine else _free(request))
     if "tools" in request:
@@ -110,6 +110,7 @@ def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None
         engine.context.memory_seq_rm(0, common, -1)
         _CACHED[:] = prompt
         out: list[int] = []
+        ended_on_token = False
         start, cpu_start = time.perf_counter(), time.process_time()
         first = cpu_first = None
         for chunk in generate(engine.context, sampling.sampler, prompt[common:], tokens, (), False, n_past=common):
@@ -117,8 +118,12 @@ def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None
                 first, cpu_first = time.perf_counter(), time.process_time()
             if chunk.token is not None:
                 out.append(chunk.token)
+            ended_on_token = chunk.end_token is not None
         end, cpu_end = time.perf_counter(), time.process_time()
-    n = max(1, len(out) - 1)
+    # decode steps after the first token: an output that ends on an end token decodes its last token
+    # to sample that end, one step more than its tokens after the first (a free run cut at max_tokens
+    # does not); dividing by tokens alone charged a 12-token enum 9% it did not cost
+    n = max(1, len(out) - 1 + int(ended_on_token))
     return out, (end - (first or start)) / n, (cpu_end - (cpu_first or cpu_start)) / n, built
 
 
