@@ -15,7 +15,7 @@ fixed seed). The machine is shared: ratios within a run are what counts.
 
     python scripts/bench/bench_grammar_engines.py [--model smollm2|gemma3|PATH.gguf] [--tokens 96]
         [--reps 3] [--cases object,named,tools50,enum,schema100k] [--enum 10000] [--sampled]
-        [--server enum,tools50]
+        [--server enum,tools50] [--own-template]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from llamact.parity.llama_server import LlamaServer, ServerConfig
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 HERMES = TEMPLATES / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"
+_TOOL_TEMPLATE: list[Path | None] = [HERMES]   # --own-template: None, the GGUF's own
 ASK = [{"role": "user", "content": "What is the weather in Paris? Answer with the tool or as JSON."}]
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
@@ -91,8 +92,8 @@ def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None
     building the sampler). CPU time counts what this process spends whatever else the
     machine runs (the decode thread and the sampler's callbacks)."""
     request = dict(request if grammar_engine else _free(request))
-    if "tools" in request:
-        request["custom_template"] = HERMES.read_text()
+    if "tools" in request and _TOOL_TEMPLATE[0] is not None:
+        request["custom_template"] = _TOOL_TEMPLATE[0].read_text()
     result = engine.chat_template(ASK, **request)
     params = _params(sampled, tokens, grammar_engine or "llama")
     start = time.perf_counter()
@@ -156,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engines", default="llama,llguidance")
     ap.add_argument("--sampled", action="store_true", help="temperature 0.8, seed 1234 (default: greedy)")
     ap.add_argument("--server", default="", help="cases also run on llama-server at the pin")
+    ap.add_argument("--own-template", action="store_true",
+                    help="tool cases on the GGUF's own template (default: Hermes 2 Pro's, which any model reads)")
     args = ap.parse_args(argv)
+    _TOOL_TEMPLATE[0] = None if args.own_template else HERMES
     path = _model(args.model)
     table = cases(args.enum)
     engines = args.engines.split(",")
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 def _server_cells(path: Path, name: str, request: dict[str, Any], args: argparse.Namespace,
                   per: dict[str, list[float]]) -> tuple[str, str]:
     """llama-server's free and constrained tokens/s for the same request, and llguidance's over it."""
-    template = HERMES if "tools" in request else None
+    template = _TOOL_TEMPLATE[0] if "tools" in request else None
     free: list[float] = []
     constrained: list[float] = []
     try:
@@ -236,9 +240,10 @@ def _server_cells(path: Path, name: str, request: dict[str, Any], args: argparse
         return f"failed ({type(exc).__name__}: {str(exc)[:80]})", "-"
     f, c = statistics.median(free), statistics.median(constrained)
     cell = f"{1 / f:.1f} / {1 / c:.1f} ({f / c:.2f}x)"
-    if not per.get("llguidance"):
+    ours = per.get("llguidance") or per.get("auto")
+    if not ours:
         return cell, "-"
-    return cell, f"{c / statistics.median(per['llguidance']):.1f}x"
+    return cell, f"{c / statistics.median(ours):.1f}x"
 
 
 if __name__ == "__main__":
