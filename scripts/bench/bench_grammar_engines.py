@@ -35,7 +35,6 @@ from llamact.parity.llama_server import LlamaServer, ServerConfig
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "vendor" / "llama.cpp" / "models" / "templates"
 HERMES = TEMPLATES / "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"
-_TOOL_TEMPLATE: list[Path | None] = [HERMES]   # --own-template: None, the GGUF's own
 ASK = [{"role": "user", "content": "What is the weather in Paris? Answer with the tool or as JSON."}]
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
@@ -86,14 +85,15 @@ def _params(sampled: bool, tokens: int, grammar_engine: str) -> GenerationParams
     return GenerationParams(greedy=True, max_tokens=tokens, grammar_engine=grammar_engine)
 
 
-def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None, tokens: int, sampled: bool
-        ) -> tuple[list[int], float, float, float]:
+def run(engine: LlamaEngine, request: dict[str, Any], grammar_engine: str | None, tokens: int, sampled: bool,
+        tool_template: Path | None = HERMES) -> tuple[list[int], float, float, float]:
     """(tokens, seconds a decode step after the first token, process CPU seconds a step, seconds
     building the sampler). CPU time counts what this process spends whatever else the
-    machine runs (the decode thread and the sampler's callbacks)."""
+    machine runs (the decode thread and the sampler's callbacks). ``tool_template`` None: tool cases
+    on the GGUF's own template."""
     request = dict(request if grammar_engine else _free(request))
-    if "tools" in request and _TOOL_TEMPLATE[0] is not None:
-        request["custom_template"] = _TOOL_TEMPLATE[0].read_text()
+    if "tools" in request and tool_template is not None:
+        request["custom_template"] = tool_template.read_text()
     result = engine.chat_template(ASK, **request)
     params = _params(sampled, tokens, grammar_engine or "llama")
     start = time.perf_counter()
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--own-template", action="store_true",
                     help="tool cases on the GGUF's own template (default: Hermes 2 Pro's, which any model reads)")
     args = ap.parse_args(argv)
-    _TOOL_TEMPLATE[0] = None if args.own_template else HERMES
+    tool_template = _tool_template(args)
     path = _model(args.model)
     table = cases(args.enum)
     engines = args.engines.split(",")
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     try:
                         out, per_token, cpu_token, built = run(engine, request, None if label == "free" else label,
-                                                               args.tokens, args.sampled)
+                                                               args.tokens, args.sampled, tool_template)
                     except Exception as exc:  # noqa: BLE001 - a refused case is a result of the bench
                         errors[label] = f"{type(exc).__name__}: {str(exc)[:80]}"
                         continue
@@ -225,10 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _tool_template(args: argparse.Namespace) -> Path | None:
+    return None if args.own_template else HERMES
+
+
 def _server_cells(path: Path, name: str, request: dict[str, Any], args: argparse.Namespace,
                   per: dict[str, list[float]]) -> tuple[str, str]:
     """llama-server's free and constrained tokens/s for the same request, and llguidance's over it."""
-    template = _TOOL_TEMPLATE[0] if "tools" in request else None
+    template = _tool_template(args) if "tools" in request else None
     free: list[float] = []
     constrained: list[float] = []
     try:
